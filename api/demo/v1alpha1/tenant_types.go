@@ -1,0 +1,77 @@
+// Package v1alpha1 is the demo API group demo.regionsync.dev: the Tenant kind that tests and
+// `make demo` sync from the management cluster to the regions.
+//
+// +kubebuilder:object:generate=true
+// +groupName=demo.regionsync.dev
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// GroupVersion is the API group and version of the demo kinds.
+var GroupVersion = schema.GroupVersion{Group: "demo.regionsync.dev", Version: "v1alpha1"}
+
+// SchemeBuilder registers the demo kinds; AddToScheme adds them to a scheme.
+var (
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	AddToScheme   = SchemeBuilder.AddToScheme
+)
+
+// TenantSpec is what the management cluster asks of a region for one tenant.
+type TenantSpec struct {
+	// DisplayName is shown to the tenant's users.
+	// +kubebuilder:validation:MinLength=1
+	DisplayName string `json:"displayName"`
+	// Plan is the tenant's service plan.
+	// +kubebuilder:validation:Enum=free;team;enterprise
+	// +kubebuilder:default=free
+	Plan string `json:"plan,omitempty"`
+	// Replicas is how many serving replicas the tenant gets.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// TenantStatus is what the regional tenant operator reports.
+type TenantStatus struct {
+	// ObservedGeneration is the metadata.generation the operator last acted on.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is Pending until the operator has provisioned the tenant, then Ready.
+	Phase string `json:"phase,omitempty"`
+	// Endpoint is derived from the spec: where the tenant is served in this region.
+	Endpoint string `json:"endpoint,omitempty"`
+	// TokenSecret names the Secret holding the tenant's access token.
+	TokenSecret string `json:"tokenSecret,omitempty"`
+}
+
+// Tenant is one customer's tenant.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.spec.plan`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Tenant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TenantSpec   `json:"spec,omitempty"`
+	Status TenantStatus `json:"status,omitempty"`
+}
+
+// TenantList is a list of Tenants.
+//
+// +kubebuilder:object:root=true
+type TenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Tenant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Tenant{}, &TenantList{})
+}

@@ -1,0 +1,203 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+const minimal = `
+apiVersion: regionsync.dev/v1alpha1
+kind: AgentConfig
+region: eu-west-1
+management: {kubeconfig: /mgmt/kubeconfig}
+shard: {remoteResourceSuffix: -eu-west-1}
+resources:
+- {group: demo.regionsync.dev, version: v1alpha1, kind: Tenant}
+`
+
+func TestValidFileAndDefaults(t *testing.T) {
+	cfg, err := Load("testdata/valid.yaml")
+	if err != nil {
+		t.Fatalf("valid config rejected: %v", err)
+	}
+	if cfg.Region != "us-east-1" || cfg.Resources[0].Secrets[0] != "tenant-token" {
+		t.Fatalf("decoded wrong values: %+v", cfg)
+	}
+
+	cfg, err = Parse([]byte(minimal))
+	if err != nil {
+		t.Fatalf("minimal config rejected: %v", err)
+	}
+	r := cfg.Resources[0]
+	checks := map[string]bool{
+		"annotationDomain":            cfg.AnnotationDomain == DefaultAnnotationDomain,
+		"management.namespace":        cfg.Management.Namespace == DefaultManagementNamespace,
+		"resources[0].strategy":       r.Strategy == StrategyReplace,
+		"resources[0].adoption":       r.Adoption == AdoptionAdopt,
+		"resources[0].propagation":    r.DeletePropagation == "Foreground",
+		"resources[0].concurrency":    r.Concurrency == DefaultConcurrency,
+		"leaderElection.enabled":      *cfg.LeaderElection.Enabled,
+		"leaderElection.leaseDur":     cfg.LeaderElection.LeaseDuration.Duration == 15*time.Second,
+		"leaderElection.renew":        cfg.LeaderElection.RenewDeadline.Duration == 10*time.Second,
+		"leaderElection.retry":        cfg.LeaderElection.RetryPeriod.Duration == 2*time.Second,
+		"deletionBudget.maxFraction":  *cfg.DeletionBudget.MaxFraction == 0.5,
+		"deletionBudget.minObjects":   *cfg.DeletionBudget.MinObjects == DefaultDeletionMinObjects,
+		"resyncPeriod":                cfg.ResyncPeriod.Duration == 10*time.Minute,
+		"telemetry.metricsAddr":       cfg.Telemetry.MetricsAddr == ":8080",
+		"telemetry.healthAddr":        cfg.Telemetry.HealthAddr == ":8081",
+		"telemetry.tracing.sampling":  *cfg.Telemetry.Tracing.SamplingRatio == 1,
+		"telemetry.tracing.endpoint":  cfg.Telemetry.Tracing.Endpoint == "",
+		"shard.remoteResourceSuffix":  cfg.Shard.RemoteResourceSuffix == "-eu-west-1",
+		"shard.labelSelector (empty)": cfg.Shard.LabelSelector == "",
+	}
+	for name, ok := range checks {
+		if !ok {
+			t.Errorf("default %s not applied", name)
+		}
+	}
+}
+
+// mutate decodes the minimal config into a generic map, lets the case edit it, and re-encodes it,
+// so each bad case states only what it breaks.
+func mutate(t *testing.T, edit func(m map[string]any)) []byte {
+	t.Helper()
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(minimal), &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sub(m map[string]any, key string) map[string]any {
+	if v, ok := m[key].(map[string]any); ok {
+		return v
+	}
+	v := map[string]any{}
+	m[key] = v
+	return v
+}
+
+func res(m map[string]any, i int) map[string]any {
+	list := m["resources"].([]any)
+	for len(list) <= i {
+		list = append(list, map[string]any{"group": "demo.regionsync.dev", "version": "v1alpha1", "kind": "Other"})
+	}
+	m["resources"] = list
+	return list[i].(map[string]any)
+}
+
+func TestBadConfigsNameTheField(t *testing.T) {
+	cases := map[string]struct {
+		raw  string // used verbatim when set
+		edit func(m map[string]any)
+		want string // substring of the error: the field path and the reason
+	}{
+		"not yaml":                {raw: "region: [unclosed", want: "invalid YAML"},
+		"unknown top-level field": {edit: func(m map[string]any) { m["regoin"] = "x" }, want: `unknown field "regoin"`},
+		"unknown nested field":    {edit: func(m map[string]any) { sub(m, "shard")["remoteSuffix"] = "-x" }, want: `unknown field "shard.remoteSuffix"`},
+		"duplicate key":           {raw: minimal + "region: again\n", want: `key "region" already set`},
+		"wrong type":              {edit: func(m map[string]any) { res(m, 0)["concurrency"] = "four" }, want: "concurrency"},
+		"wrong apiVersion":        {edit: func(m map[string]any) { m["apiVersion"] = "v1" }, want: "apiVersion: Invalid value"},
+		"wrong kind":              {edit: func(m map[string]any) { m["kind"] = "Config" }, want: "kind: Invalid value"},
+		"missing region":          {edit: func(m map[string]any) { delete(m, "region") }, want: "region: Required value"},
+		"region not a DNS label":  {edit: func(m map[string]any) { m["region"] = "US_East" }, want: "region: Invalid value"},
+		"bad annotation domain":   {edit: func(m map[string]any) { m["annotationDomain"] = "Not A Domain" }, want: "annotationDomain: Invalid value"},
+		"missing kubeconfig":      {edit: func(m map[string]any) { delete(sub(m, "management"), "kubeconfig") }, want: "management.kubeconfig: Required value"},
+		"bad management ns":       {edit: func(m map[string]any) { sub(m, "management")["namespace"] = "Regionsync" }, want: "management.namespace: Invalid value"},
+		"negative qps":            {edit: func(m map[string]any) { sub(m, "management")["qps"] = -1 }, want: "management.qps: Invalid value"},
+		"suffix upper case":       {edit: func(m map[string]any) { sub(m, "shard")["remoteResourceSuffix"] = "-US" }, want: "shard.remoteResourceSuffix: Invalid value"},
+		"suffix ends with dash":   {edit: func(m map[string]any) { sub(m, "shard")["remoteResourceSuffix"] = "-us-" }, want: "shard.remoteResourceSuffix: Invalid value"},
+		"prefix starts with dash": {edit: func(m map[string]any) { sub(m, "shard")["namespacePrefix"] = "-team" }, want: "shard.namespacePrefix: Invalid value"},
+		"ns suffix with dot":      {edit: func(m map[string]any) { sub(m, "shard")["remoteNamespaceSuffix"] = ".eu" }, want: "shard.remoteNamespaceSuffix: Invalid value"},
+		"local ns suffix too long": {edit: func(m map[string]any) {
+			sub(m, "shard")["localNamespaceSuffix"] = strings.Repeat("a", 63)
+		}, want: "shard.localNamespaceSuffix: Too long"},
+		"bad label selector":   {edit: func(m map[string]any) { sub(m, "shard")["labelSelector"] = "a in (b" }, want: "shard.labelSelector: Invalid value"},
+		"no resources":         {edit: func(m map[string]any) { m["resources"] = []any{} }, want: "resources: Required value"},
+		"resource bad kind":    {edit: func(m map[string]any) { res(m, 1)["kind"] = "tenant" }, want: "resources[1].kind: Invalid value"},
+		"resource bad version": {edit: func(m map[string]any) { res(m, 0)["version"] = "1" }, want: "resources[0].version: Invalid value"},
+		"resource bad group":   {edit: func(m map[string]any) { res(m, 0)["group"] = "Demo_Group" }, want: "resources[0].group: Invalid value"},
+		"resource namespace":   {edit: func(m map[string]any) { res(m, 0)["group"] = ""; res(m, 0)["kind"] = "Namespace" }, want: "resources[0].kind: Forbidden"},
+		"duplicate resource": {edit: func(m map[string]any) {
+			res(m, 1)["kind"] = "Tenant"
+		}, want: "resources[1]: Duplicate value"},
+		"bad strategy":       {edit: func(m map[string]any) { res(m, 0)["strategy"] = "Merge" }, want: `resources[0].strategy: Unsupported value: "Merge"`},
+		"bad adoption":       {edit: func(m map[string]any) { res(m, 0)["adoption"] = "Steal" }, want: "resources[0].adoption: Unsupported value"},
+		"bad propagation":    {edit: func(m map[string]any) { res(m, 0)["deletePropagation"] = "Now" }, want: "resources[0].deletePropagation: Unsupported value"},
+		"concurrency zero":   {edit: func(m map[string]any) { res(m, 0)["concurrency"] = -1 }, want: "resources[0].concurrency: Invalid value"},
+		"bad secret name":    {edit: func(m map[string]any) { res(m, 0)["secrets"] = []any{"Token!"} }, want: "resources[0].secrets[0]: Invalid value"},
+		"duplicate secret":   {edit: func(m map[string]any) { res(m, 0)["secrets"] = []any{"a", "a"} }, want: "resources[0].secrets[1]: Duplicate value"},
+		"lease <= renew":     {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "5s" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"renew <= retry":     {edit: func(m map[string]any) { sub(m, "leaderElection")["retryPeriod"] = "9s" }, want: "leaderElection.renewDeadline: Invalid value"},
+		"bad duration":       {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "soon" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"fraction zero":      {edit: func(m map[string]any) { sub(m, "deletionBudget")["maxFraction"] = 0 }, want: "deletionBudget.maxFraction: Invalid value"},
+		"fraction above 1":   {edit: func(m map[string]any) { sub(m, "deletionBudget")["maxFraction"] = 1.5 }, want: "deletionBudget.maxFraction: Invalid value"},
+		"negative minimum":   {edit: func(m map[string]any) { sub(m, "deletionBudget")["minObjects"] = -3 }, want: "deletionBudget.minObjects: Invalid value"},
+		"resync too short":   {edit: func(m map[string]any) { m["resyncPeriod"] = "1s" }, want: "resyncPeriod: Invalid value"},
+		"bad metrics addr":   {edit: func(m map[string]any) { sub(m, "telemetry")["metricsAddr"] = "8080" }, want: "telemetry.metricsAddr: Invalid value"},
+		"bad health port":    {edit: func(m map[string]any) { sub(m, "telemetry")["healthAddr"] = ":99999" }, want: "telemetry.healthAddr: Invalid value"},
+		"sampling above 1":   {edit: func(m map[string]any) { sub(sub(m, "telemetry"), "tracing")["samplingRatio"] = 2 }, want: "telemetry.tracing.samplingRatio: Invalid value"},
+		"endpoint bad URL":   {edit: func(m map[string]any) { sub(sub(m, "telemetry"), "tracing")["endpoint"] = "ftp://collector:4317" }, want: "telemetry.tracing.endpoint: Invalid value"},
+		"endpoint no port":   {edit: func(m map[string]any) { sub(sub(m, "telemetry"), "tracing")["endpoint"] = "collector" }, want: "telemetry.tracing.endpoint: Invalid value"},
+		"two errors at once": {edit: func(m map[string]any) { m["region"] = ""; res(m, 0)["strategy"] = "X" }, want: "region: Required value"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			data := []byte(tc.raw)
+			if tc.raw == "" {
+				data = mutate(t, tc.edit)
+			}
+			_, err := Parse(data)
+			if err == nil {
+				t.Fatalf("accepted bad config:\n%s", data)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("testdata/does-not-exist.yaml")
+	if err == nil || !os.IsNotExist(unwrapAll(err)) {
+		t.Fatalf("want a not-exist error, got %v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok || u.Unwrap() == nil {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+// FuzzParse: no input makes Parse panic, and whatever it accepts validates again unchanged.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	if data, err := os.ReadFile("testdata/valid.yaml"); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte("resources: [{kind: X}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if err := Validate(cfg); err != nil {
+			t.Fatalf("accepted config no longer validates: %v", err)
+		}
+	})
+}

@@ -1,0 +1,404 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// Load reads, strictly decodes, defaults and validates the configuration file at path.
+func Load(path string) (*AgentConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse strictly decodes YAML (unknown and duplicate fields are errors), applies defaults and
+// validates the result. The error names every offending field.
+func Parse(data []byte) (*AgentConfig, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	cfg := &AgentConfig{}
+	strict, err := sigsjson.UnmarshalStrict(js, cfg)
+	if err != nil {
+		if ferr := durationFieldError(js); ferr != nil {
+			return nil, ferr
+		}
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	if len(strict) > 0 {
+		return nil, fmt.Errorf("decoding: %w", errors.Join(strict...))
+	}
+	Default(cfg)
+	if err := Validate(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// durationFields are the duration-typed fields; encoding/json reports their parse errors without a
+// path, so a failed decode is checked against them to name the field.
+var durationFields = [][]string{
+	{"resyncPeriod"},
+	{"leaderElection", "leaseDuration"},
+	{"leaderElection", "renewDeadline"},
+	{"leaderElection", "retryPeriod"},
+}
+
+func durationFieldError(js []byte) error {
+	var doc map[string]any
+	if json.Unmarshal(js, &doc) != nil {
+		return nil
+	}
+	for _, path := range durationFields {
+		var v any = doc
+		for _, k := range path {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[k]
+		}
+		if v == nil {
+			continue
+		}
+		fp := field.NewPath(path[0], path[1:]...)
+		s, ok := v.(string)
+		if !ok {
+			return field.Invalid(fp, v, "must be a duration string such as 15s")
+		}
+		if _, err := time.ParseDuration(s); err != nil {
+			return field.Invalid(fp, s, "must be a duration such as 15s or 2m")
+		}
+	}
+	return nil
+}
+
+// Default fills every optional field that is unset.
+func Default(c *AgentConfig) {
+	if c.AnnotationDomain == "" {
+		c.AnnotationDomain = DefaultAnnotationDomain
+	}
+	if c.Management.Namespace == "" {
+		c.Management.Namespace = DefaultManagementNamespace
+	}
+	for i := range c.Resources {
+		r := &c.Resources[i]
+		if r.Strategy == "" {
+			r.Strategy = StrategyReplace
+		}
+		if r.Adoption == "" {
+			r.Adoption = AdoptionAdopt
+		}
+		if r.DeletePropagation == "" {
+			r.DeletePropagation = metav1.DeletePropagationForeground
+		}
+		if r.Concurrency == 0 {
+			r.Concurrency = DefaultConcurrency
+		}
+	}
+	le := &c.LeaderElection
+	if le.Enabled == nil {
+		le.Enabled = ptr(true)
+	}
+	if le.Namespace == "" {
+		le.Namespace = DefaultLeaderNamespace
+	}
+	defaultDuration(&le.LeaseDuration, 15*time.Second)
+	defaultDuration(&le.RenewDeadline, 10*time.Second)
+	defaultDuration(&le.RetryPeriod, 2*time.Second)
+	if c.DeletionBudget.MaxFraction == nil {
+		c.DeletionBudget.MaxFraction = ptr(DefaultDeletionMaxFraction)
+	}
+	if c.DeletionBudget.MinObjects == nil {
+		c.DeletionBudget.MinObjects = ptr(DefaultDeletionMinObjects)
+	}
+	defaultDuration(&c.ResyncPeriod, 10*time.Minute)
+	if c.Telemetry.MetricsAddr == "" {
+		c.Telemetry.MetricsAddr = DefaultMetricsAddr
+	}
+	if c.Telemetry.HealthAddr == "" {
+		c.Telemetry.HealthAddr = DefaultHealthAddr
+	}
+	if c.Telemetry.Tracing.SamplingRatio == nil {
+		c.Telemetry.Tracing.SamplingRatio = ptr(DefaultSamplingRatio)
+	}
+}
+
+func defaultDuration(d *metav1.Duration, v time.Duration) {
+	if d.Duration == 0 {
+		d.Duration = v
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Characters allowed in the pieces of a mapped name (namespaces are DNS labels, object names
+// DNS subdomains); the whole mapped name is validated again when an object is mapped.
+var (
+	labelPiece     = regexp.MustCompile(`^[a-z0-9-]*$`)
+	subdomainPiece = regexp.MustCompile(`^[a-z0-9.-]*$`)
+	kindName       = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	versionName    = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
+)
+
+// Validate checks a defaulted configuration and returns every problem, each naming its field
+// (for example "shard.remoteResourceSuffix: Invalid value: ...").
+func Validate(c *AgentConfig) error {
+	var errs field.ErrorList
+	if c.APIVersion != APIVersion {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), c.APIVersion, "must be "+APIVersion))
+	}
+	if c.Kind != Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), c.Kind, "must be "+Kind))
+	}
+	errs = append(errs, validateDNSLabel(field.NewPath("region"), c.Region)...)
+	dp := field.NewPath("annotationDomain")
+	for _, m := range validation.IsDNS1123Subdomain(c.AnnotationDomain) {
+		errs = append(errs, field.Invalid(dp, c.AnnotationDomain, m))
+	}
+	errs = append(errs, validateManagement(field.NewPath("management"), &c.Management)...)
+	errs = append(errs, validateShard(field.NewPath("shard"), &c.Shard)...)
+	errs = append(errs, validateResources(field.NewPath("resources"), c.Resources)...)
+	errs = append(errs, validateLeaderElection(field.NewPath("leaderElection"), &c.LeaderElection)...)
+
+	bp := field.NewPath("deletionBudget")
+	if f := *c.DeletionBudget.MaxFraction; !(f > 0 && f <= 1) {
+		errs = append(errs, field.Invalid(bp.Child("maxFraction"), f, "must be greater than 0 and at most 1"))
+	}
+	if n := *c.DeletionBudget.MinObjects; n < 0 {
+		errs = append(errs, field.Invalid(bp.Child("minObjects"), n, "must not be negative"))
+	}
+	if c.ResyncPeriod.Duration < 10*time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("resyncPeriod"), c.ResyncPeriod.Duration.String(), "must be at least 10s"))
+	}
+	errs = append(errs, validateTelemetry(field.NewPath("telemetry"), &c.Telemetry)...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Errors: errs}
+}
+
+// ValidationError lists every invalid field of a configuration, one per line.
+type ValidationError struct {
+	Errors field.ErrorList
+}
+
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		lines[i] = fe.Error()
+	}
+	if len(lines) == 1 {
+		return "invalid field " + lines[0]
+	}
+	return fmt.Sprintf("%d invalid fields:\n  %s", len(lines), strings.Join(lines, "\n  "))
+}
+
+func validateDNSLabel(p *field.Path, v string) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	var errs field.ErrorList
+	for _, m := range validation.IsDNS1123Label(v) {
+		errs = append(errs, field.Invalid(p, v, m))
+	}
+	return errs
+}
+
+func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
+	var errs field.ErrorList
+	if m.Kubeconfig == "" {
+		errs = append(errs, field.Required(p.Child("kubeconfig"), "the management cluster's kubeconfig file"))
+	}
+	errs = append(errs, validateDNSLabel(p.Child("namespace"), m.Namespace)...)
+	if m.QPS < 0 {
+		errs = append(errs, field.Invalid(p.Child("qps"), m.QPS, "must not be negative"))
+	}
+	if m.Burst < 0 {
+		errs = append(errs, field.Invalid(p.Child("burst"), m.Burst, "must not be negative"))
+	}
+	return errs
+}
+
+func validateShard(p *field.Path, s *ShardConfig) field.ErrorList {
+	var errs field.ErrorList
+	piece := func(name, v string, re *regexp.Regexp, maxLen int, what string) {
+		fp := p.Child(name)
+		switch {
+		case !re.MatchString(v):
+			errs = append(errs, field.Invalid(fp, v, "must consist of "+what))
+		case len(v) >= maxLen:
+			errs = append(errs, field.TooLong(fp, v, maxLen-1))
+		}
+	}
+	piece("namespacePrefix", s.NamespacePrefix, labelPiece, validation.DNS1123LabelMaxLength, "lower case alphanumeric characters or '-'")
+	if strings.HasPrefix(s.NamespacePrefix, "-") {
+		errs = append(errs, field.Invalid(p.Child("namespacePrefix"), s.NamespacePrefix, "must start with an alphanumeric character"))
+	}
+	piece("remoteResourceSuffix", s.RemoteResourceSuffix, subdomainPiece, validation.DNS1123SubdomainMaxLength, "lower case alphanumeric characters, '-' or '.'")
+	if strings.HasSuffix(s.RemoteResourceSuffix, "-") || strings.HasSuffix(s.RemoteResourceSuffix, ".") {
+		errs = append(errs, field.Invalid(p.Child("remoteResourceSuffix"), s.RemoteResourceSuffix, "must end with an alphanumeric character"))
+	}
+	for _, f := range []struct{ name, v string }{
+		{"remoteNamespaceSuffix", s.RemoteNamespaceSuffix},
+		{"localNamespaceSuffix", s.LocalNamespaceSuffix},
+	} {
+		piece(f.name, f.v, labelPiece, validation.DNS1123LabelMaxLength, "lower case alphanumeric characters or '-'")
+		if strings.HasSuffix(f.v, "-") {
+			errs = append(errs, field.Invalid(p.Child(f.name), f.v, "must end with an alphanumeric character"))
+		}
+	}
+	if _, err := labels.Parse(s.LabelSelector); err != nil {
+		errs = append(errs, field.Invalid(p.Child("labelSelector"), s.LabelSelector, err.Error()))
+	}
+	return errs
+}
+
+func validateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
+	var errs field.ErrorList
+	if len(rs) == 0 {
+		return field.ErrorList{field.Required(p, "at least one resource kind to sync")}
+	}
+	seen := sets.New[string]()
+	for i, r := range rs {
+		rp := p.Index(i)
+		if r.Group != "" {
+			for _, m := range validation.IsDNS1123Subdomain(r.Group) {
+				errs = append(errs, field.Invalid(rp.Child("group"), r.Group, m))
+			}
+		}
+		if !versionName.MatchString(r.Version) {
+			errs = append(errs, field.Invalid(rp.Child("version"), r.Version, "must be a Kubernetes API version such as v1 or v1alpha1"))
+		}
+		if !kindName.MatchString(r.Kind) {
+			errs = append(errs, field.Invalid(rp.Child("kind"), r.Kind, "must be a CamelCase kind such as Tenant"))
+		} else if r.Group == "" && (r.Kind == "Namespace" || r.Kind == "Node" || r.Kind == "Secret") {
+			errs = append(errs, field.Forbidden(rp.Child("kind"), r.Kind+" cannot be synced: it is cluster-scoped or carries credentials"))
+		}
+		gk := r.Kind + "." + r.Group
+		if seen.Has(gk) {
+			errs = append(errs, field.Duplicate(rp, gk))
+		}
+		seen.Insert(gk)
+		secrets := sets.New[string]()
+		for j, s := range r.Secrets {
+			sp := rp.Child("secrets").Index(j)
+			for _, m := range validation.IsDNS1123Subdomain(s) {
+				errs = append(errs, field.Invalid(sp, s, m))
+			}
+			if secrets.Has(s) {
+				errs = append(errs, field.Duplicate(sp, s))
+			}
+			secrets.Insert(s)
+		}
+		if r.Strategy != StrategyReplace && r.Strategy != StrategyApply {
+			errs = append(errs, field.NotSupported(rp.Child("strategy"), r.Strategy, []Strategy{StrategyReplace, StrategyApply}))
+		}
+		if r.Adoption != AdoptionAdopt && r.Adoption != AdoptionRefuse {
+			errs = append(errs, field.NotSupported(rp.Child("adoption"), r.Adoption, []AdoptionPolicy{AdoptionAdopt, AdoptionRefuse}))
+		}
+		switch r.DeletePropagation {
+		case metav1.DeletePropagationForeground, metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan:
+		default:
+			errs = append(errs, field.NotSupported(rp.Child("deletePropagation"), r.DeletePropagation,
+				[]metav1.DeletionPropagation{metav1.DeletePropagationForeground, metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan}))
+		}
+		if r.Concurrency < 1 || r.Concurrency > 256 {
+			errs = append(errs, field.Invalid(rp.Child("concurrency"), r.Concurrency, "must be between 1 and 256"))
+		}
+	}
+	return errs
+}
+
+func validateLeaderElection(p *field.Path, le *LeaderElectionConfig) field.ErrorList {
+	errs := validateDNSLabel(p.Child("namespace"), le.Namespace)
+	lease, renew, retry := le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration
+	if lease <= renew {
+		errs = append(errs, field.Invalid(p.Child("leaseDuration"), lease.String(), "must be greater than leaderElection.renewDeadline"))
+	}
+	// client-go requires renewDeadline > 1.2 × retryPeriod (its jitter factor).
+	if float64(renew) <= 1.2*float64(retry) {
+		errs = append(errs, field.Invalid(p.Child("renewDeadline"), renew.String(), "must be greater than 1.2 × leaderElection.retryPeriod"))
+	}
+	if retry <= 0 {
+		errs = append(errs, field.Invalid(p.Child("retryPeriod"), retry.String(), "must be positive"))
+	}
+	return errs
+}
+
+func validateTelemetry(p *field.Path, t *TelemetryConfig) field.ErrorList {
+	var errs field.ErrorList
+	for _, a := range []struct{ name, v string }{{"metricsAddr", t.MetricsAddr}, {"healthAddr", t.HealthAddr}} {
+		if a.v == "0" && a.name == "metricsAddr" {
+			continue
+		}
+		if err := validateListenAddr(a.v); err != nil {
+			errs = append(errs, field.Invalid(p.Child(a.name), a.v, err.Error()))
+		}
+	}
+	tp := p.Child("tracing")
+	if r := *t.Tracing.SamplingRatio; r < 0 || r > 1 {
+		errs = append(errs, field.Invalid(tp.Child("samplingRatio"), r, "must be between 0 and 1"))
+	}
+	if e := t.Tracing.Endpoint; e != "" {
+		if err := validateEndpoint(e); err != nil {
+			errs = append(errs, field.Invalid(tp.Child("endpoint"), e, err.Error()))
+		}
+	}
+	return errs
+}
+
+func validateListenAddr(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("must be host:port: %w", err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return errors.New("port must be a number between 0 and 65535")
+	}
+	return nil
+}
+
+// validateEndpoint accepts an OTLP endpoint as host:port or an http(s) URL.
+func validateEndpoint(e string) error {
+	if strings.Contains(e, "://") {
+		u, err := url.Parse(e)
+		if err != nil {
+			return err
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return errors.New("URL scheme must be http or https")
+		}
+		if u.Host == "" {
+			return errors.New("URL must have a host")
+		}
+		return nil
+	}
+	return validateListenAddr(e)
+}

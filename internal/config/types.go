@@ -1,0 +1,158 @@
+// Package config holds the agent's configuration file (SPEC §5): its types, strict decoding,
+// defaulting and validation. Nothing else in regionsync parses configuration; cmd/agent loads it
+// and hands the typed result to the components.
+package config
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// APIVersion and Kind identify an agent configuration file.
+const (
+	APIVersion = "regionsync.dev/v1alpha1"
+	Kind       = "AgentConfig"
+)
+
+// Defaults applied by Default.
+const (
+	DefaultAnnotationDomain     = "regionsync.dev"
+	DefaultManagementNamespace  = "regionsync-system"
+	DefaultLeaderNamespace      = "regionsync-system"
+	DefaultConcurrency          = 4
+	DefaultDeletionMaxFraction  = 0.5
+	DefaultDeletionMinObjects   = 10
+	DefaultMetricsAddr          = ":8080"
+	DefaultHealthAddr           = ":8081"
+	DefaultSamplingRatio        = 1.0
+	DefaultResyncPeriodDuration = "10m"
+)
+
+// Strategy says how spec is written to the local copy.
+type Strategy string
+
+const (
+	// StrategyReplace makes the local copy exactly the remote's; local drift is reverted.
+	StrategyReplace Strategy = "Replace"
+	// StrategyApply uses server-side apply with field manager "regionsync"; fields owned by
+	// local controllers survive.
+	StrategyApply Strategy = "Apply"
+)
+
+// AdoptionPolicy says what happens to a pre-existing, unmarked local object at a mapped name.
+type AdoptionPolicy string
+
+const (
+	// AdoptionAdopt marks the object as managed and syncs it.
+	AdoptionAdopt AdoptionPolicy = "Adopt"
+	// AdoptionRefuse leaves the object alone and reports an error event.
+	AdoptionRefuse AdoptionPolicy = "Refuse"
+)
+
+// AgentConfig is the whole configuration file of one regional agent.
+type AgentConfig struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Region names the regional cluster this agent runs in (a DNS label, e.g. "us-east-1").
+	Region string `json:"region"`
+	// AnnotationDomain is the prefix of every annotation, label and finalizer the agent writes.
+	// "cloud.teleport.dev" gives gravitational/sync-controller's keys.
+	AnnotationDomain string `json:"annotationDomain,omitempty"`
+	// Management says how to reach the management cluster.
+	Management ManagementConfig `json:"management"`
+	// Shard selects which management objects belong to this region and how their names map.
+	Shard ShardConfig `json:"shard"`
+	// Resources lists the kinds to sync; at least one.
+	Resources []ResourceConfig `json:"resources"`
+	// LeaderElection configures the election among this region's replicas.
+	LeaderElection LeaderElectionConfig `json:"leaderElection,omitempty"`
+	// DeletionBudget limits deletions caused by objects vanishing from management.
+	DeletionBudget DeletionBudgetConfig `json:"deletionBudget,omitempty"`
+	// ResyncPeriod is how often every cached object is reconciled again (a resync writes nothing
+	// when the object is in sync).
+	ResyncPeriod metav1.Duration `json:"resyncPeriod,omitempty"`
+	// Telemetry configures metrics, health probes and tracing.
+	Telemetry TelemetryConfig `json:"telemetry,omitempty"`
+}
+
+// ManagementConfig locates the management cluster.
+type ManagementConfig struct {
+	// Kubeconfig is the path of the management cluster's kubeconfig file (mounted from a Secret).
+	Kubeconfig string `json:"kubeconfig"`
+	// Namespace holds the shard Leases on management.
+	Namespace string `json:"namespace,omitempty"`
+	// QPS and Burst limit the agent's requests to management (0 = client-go defaults raised to 50/100).
+	QPS   float32 `json:"qps,omitempty"`
+	Burst int     `json:"burst,omitempty"`
+}
+
+// ShardConfig is the shard definition of SPEC §2. Empty fields are no constraint.
+type ShardConfig struct {
+	// NamespacePrefix must start every remote and local namespace of the shard.
+	NamespacePrefix string `json:"namespacePrefix,omitempty"`
+	// RemoteResourceSuffix must end every remote object name; it is removed locally.
+	RemoteResourceSuffix string `json:"remoteResourceSuffix,omitempty"`
+	// RemoteNamespaceSuffix must end every remote namespace; it is replaced by LocalNamespaceSuffix.
+	RemoteNamespaceSuffix string `json:"remoteNamespaceSuffix,omitempty"`
+	// LocalNamespaceSuffix ends every local namespace of the shard.
+	LocalNamespaceSuffix string `json:"localNamespaceSuffix,omitempty"`
+	// LabelSelector narrows the shard server-side (objects that do not match are never cached).
+	LabelSelector string `json:"labelSelector,omitempty"`
+}
+
+// ResourceConfig is one kind to sync.
+type ResourceConfig struct {
+	Group   string `json:"group"`
+	Version string `json:"version"`
+	Kind    string `json:"kind"`
+	// Secrets names local Secrets, controlled by the local object, that are uploaded to
+	// "<name><remoteResourceSuffix>" in the remote namespace.
+	Secrets []string `json:"secrets,omitempty"`
+	// Strategy is Replace (default) or Apply.
+	Strategy Strategy `json:"strategy,omitempty"`
+	// Adoption is Adopt (default) or Refuse.
+	Adoption AdoptionPolicy `json:"adoption,omitempty"`
+	// DeletePropagation is used when deleting the local object (default Foreground).
+	DeletePropagation metav1.DeletionPropagation `json:"deletePropagation,omitempty"`
+	// Concurrency is the number of parallel reconciles for this kind (default 4).
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// LeaderElectionConfig configures the local leader election (durations as in client-go).
+type LeaderElectionConfig struct {
+	// Enabled turns leader election on (default true; false only for single-replica test runs).
+	Enabled       *bool           `json:"enabled,omitempty"`
+	Namespace     string          `json:"namespace,omitempty"`
+	LeaseDuration metav1.Duration `json:"leaseDuration,omitempty"`
+	RenewDeadline metav1.Duration `json:"renewDeadline,omitempty"`
+	RetryPeriod   metav1.Duration `json:"retryPeriod,omitempty"`
+}
+
+// DeletionBudgetConfig bounds deletions of local copies whose remote object vanished without
+// being deleted through the finalizer (SPEC §3.10).
+type DeletionBudgetConfig struct {
+	// MaxFraction of a kind's managed local objects that may be orphaned at once before
+	// deletions are held (0 < f <= 1, default 0.5).
+	MaxFraction *float64 `json:"maxFraction,omitempty"`
+	// MinObjects is the number of orphans always allowed, so small shards can delete (default 10).
+	MinObjects *int `json:"minObjects,omitempty"`
+}
+
+// TelemetryConfig configures the agent's HTTP endpoints and tracing.
+type TelemetryConfig struct {
+	// MetricsAddr serves /metrics ("0" disables).
+	MetricsAddr string `json:"metricsAddr,omitempty"`
+	// SecureMetrics serves metrics over HTTPS with Kubernetes authn/authz.
+	SecureMetrics bool `json:"secureMetrics,omitempty"`
+	// HealthAddr serves /healthz and /readyz.
+	HealthAddr string `json:"healthAddr,omitempty"`
+	// Tracing configures OpenTelemetry traces.
+	Tracing TracingConfig `json:"tracing,omitempty"`
+}
+
+// TracingConfig configures the OTLP trace exporter. An empty endpoint (and no OTEL_* endpoint
+// variable) means tracing is off.
+type TracingConfig struct {
+	Endpoint      string   `json:"endpoint,omitempty"`
+	Insecure      bool     `json:"insecure,omitempty"`
+	SamplingRatio *float64 `json:"samplingRatio,omitempty"`
+}

@@ -1,0 +1,68 @@
+package shard
+
+import "strings"
+
+// Keys are the annotation, label and finalizer names the agent reads and writes, all under one
+// annotation domain D (SPEC §1). With D = cloud.teleport.dev the keys and the finalizer are
+// exactly gravitational/sync-controller's.
+type Keys struct {
+	// RemoteGeneration (on remote objects) is the remote metadata.generation copied down.
+	RemoteGeneration string
+	// LocalGeneration (on remote objects) is the local metadata.generation after that copy.
+	LocalGeneration string
+	// Owner (on local namespaces) names the local object the agent created the namespace for.
+	Owner string
+	// OwnerKind (on local namespaces) is the Kind.group of that object, so two kinds with the
+	// same object name cannot both claim one namespace.
+	OwnerKind string
+	// Paused "true" on either side stops every write for the object.
+	Paused string
+	// Finalizer (on remote objects) holds remote deletion until the local copy is gone.
+	Finalizer string
+	// LastUploadedHash (on remote secrets) is the hash of the secret data last uploaded.
+	LastUploadedHash string
+	// TraceParent carries W3C trace context across clusters.
+	TraceParent string
+	// Region (label on local objects and namespaces the agent manages) names the agent's region;
+	// the local caches select on it.
+	Region string
+	// RemoteUID (on local objects) is the UID of the remote object the copy belongs to.
+	RemoteUID string
+	// AppliedHash (on local objects, Apply strategy) hashes the last applied configuration, so a
+	// removed remote field is noticed without a write on every resync.
+	AppliedHash string
+}
+
+// NewKeys returns the keys of an annotation domain.
+func NewKeys(domain string) Keys {
+	k := func(name string) string { return domain + "/" + name }
+	return Keys{
+		RemoteGeneration: k("sync-remote-generation"),
+		LocalGeneration:  k("sync-local-generation"),
+		Owner:            k("sync-owner"),
+		OwnerKind:        k("sync-owner-kind"),
+		Paused:           k("paused"),
+		Finalizer:        k("sync-local"),
+		LastUploadedHash: k("last-uploaded-hash"),
+		TraceParent:      k("traceparent"),
+		Region:           k("sync-region"),
+		RemoteUID:        k("sync-remote-uid"),
+		AppliedHash:      k("sync-applied-hash"),
+	}
+}
+
+// IsPaused reports whether an object's annotations pause it.
+func (k Keys) IsPaused(annotations map[string]string) bool {
+	return strings.EqualFold(annotations[k.Paused], "true")
+}
+
+// IsAgentKey reports whether an annotation is the agent's own bookkeeping or per-side state
+// (pause, trace context), which is never copied from remote to local.
+func (k Keys) IsAgentKey(key string) bool {
+	switch key {
+	case k.RemoteGeneration, k.LocalGeneration, k.Owner, k.OwnerKind, k.LastUploadedHash,
+		k.Region, k.RemoteUID, k.AppliedHash, k.TraceParent, k.Paused:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,130 @@
+// Package tenantoperator is the demo's regional "tenant operator": an ordinary controller that
+// knows nothing about regionsync. It reconciles a local Tenant, writes its status (observed
+// generation, phase, an endpoint derived from the spec) and creates the tenant-token Secret it
+// controls, which regionsync uploads to the management cluster.
+package tenantoperator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+)
+
+// TokenSecretName is the Secret the operator creates for every Tenant.
+const TokenSecretName = "tenant-token"
+
+// Phases the operator reports.
+const (
+	PhaseReady  = "Ready"
+	PhaseFailed = "Failed"
+)
+
+// Reconciler reconciles Tenants in one regional cluster.
+type Reconciler struct {
+	Client client.Client
+	// Region is used in the endpoint the operator reports.
+	Region string
+}
+
+// SetupWithManager registers the controller (watching Tenants and the Secrets they own).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&demov1alpha1.Tenant{}).
+		Owns(&corev1.Secret{}).
+		Named("tenant").
+		Complete(r)
+}
+
+// Reconcile provisions one Tenant.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tenant := &demov1alpha1.Tenant{}
+	if err := r.Client.Get(ctx, req.NamespacedName, tenant); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tenant.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the garbage collector removes the token with its owner
+	}
+	status := demov1alpha1.TenantStatus{
+		ObservedGeneration: tenant.Generation,
+		Phase:              PhaseReady,
+		Endpoint:           Endpoint(tenant, r.Region),
+		TokenSecret:        TokenSecretName,
+	}
+	if err := r.ensureToken(ctx, tenant); err != nil {
+		status.Phase = PhaseFailed
+		status.TokenSecret = ""
+		if uerr := r.updateStatus(ctx, tenant, status); uerr != nil {
+			return ctrl.Result{}, uerr
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.updateStatus(ctx, tenant, status)
+}
+
+func (r *Reconciler) updateStatus(ctx context.Context, tenant *demov1alpha1.Tenant, status demov1alpha1.TenantStatus) error {
+	if equality.Semantic.DeepEqual(tenant.Status, status) {
+		return nil
+	}
+	tenant.Status = status
+	if err := r.Client.Status().Update(ctx, tenant); err != nil {
+		return fmt.Errorf("updating status of tenant %s/%s: %w", tenant.Namespace, tenant.Name, err)
+	}
+	return nil
+}
+
+// ensureToken creates the tenant's token Secret once; an existing one it controls is kept.
+func (r *Reconciler) ensureToken(ctx context.Context, tenant *demov1alpha1.Tenant) error {
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace, Name: TokenSecretName}, secret)
+	if err == nil {
+		if !metav1.IsControlledBy(secret, tenant) {
+			return fmt.Errorf("secret %s/%s exists and is not controlled by tenant %s", tenant.Namespace, TokenSecretName, tenant.Name)
+		}
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	token := make([]byte, 24)
+	if _, err := rand.Read(token); err != nil {
+		return err
+	}
+	secret = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace, Name: TokenSecretName},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"token": []byte(hex.EncodeToString(token))},
+	}
+	if err := controllerutil.SetControllerReference(tenant, secret, r.Client.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating secret %s/%s: %w", tenant.Namespace, TokenSecretName, err)
+	}
+	return nil
+}
+
+var nonLabel = regexp.MustCompile(`[^a-z0-9]+`)
+
+// Endpoint is where a tenant is served: derived from its spec (display name and plan) and the
+// region, e.g. "https://acme-corp.team.us-east-1.tenants.example".
+func Endpoint(t *demov1alpha1.Tenant, region string) string {
+	slug := strings.Trim(nonLabel.ReplaceAllString(strings.ToLower(t.Spec.DisplayName), "-"), "-")
+	plan := t.Spec.Plan
+	if plan == "" {
+		plan = "free"
+	}
+	return fmt.Sprintf("https://%s.%s.%s.tenants.example", slug, plan, region)
+}
