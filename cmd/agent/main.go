@@ -8,14 +8,21 @@ import (
 	"fmt"
 	"os"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/regionsync/regionsync/internal/agent"
 	"github.com/regionsync/regionsync/internal/config"
 )
 
 func main() {
 	configPath := flag.String("config", "", "path of the AgentConfig file (required)")
 	checkOnly := flag.Bool("check-config", false, "validate the configuration file and exit")
-	flag.String("kubeconfig", "", "kubeconfig of the local cluster (default: in-cluster config or $KUBECONFIG)")
+	// --kubeconfig (the local cluster) is registered by controller-runtime's config package.
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	if *configPath == "" {
 		fmt.Fprintln(os.Stderr, "agent: --config is required")
@@ -30,6 +37,25 @@ func main() {
 		fmt.Printf("config %s is valid: region %s, %d resource kind(s)\n", *configPath, cfg.Region, len(cfg.Resources))
 		return
 	}
-	fmt.Fprintln(os.Stderr, "agent: the sync engine is not part of this build yet (see issue 3); use --check-config")
-	os.Exit(1)
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg *config.AgentConfig) error {
+	local, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("local cluster: %w", err)
+	}
+	remote, err := agent.ManagementConfig(cfg)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(cfg, local, remote, agent.Options{Logger: ctrl.Log.WithName("agent").WithValues("region", cfg.Region)})
+	if err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting regionsync agent", "version", agent.Version, "region", cfg.Region, "resources", len(cfg.Resources))
+	return a.Start(ctrl.SetupSignalHandler())
 }

@@ -354,7 +354,7 @@ func validateLeaderElection(p *field.Path, le *LeaderElectionConfig) field.Error
 func validateTelemetry(p *field.Path, t *TelemetryConfig) field.ErrorList {
 	var errs field.ErrorList
 	for _, a := range []struct{ name, v string }{{"metricsAddr", t.MetricsAddr}, {"healthAddr", t.HealthAddr}} {
-		if a.v == "0" && a.name == "metricsAddr" {
+		if a.v == "0" { // disabled
 			continue
 		}
 		if err := validateListenAddr(a.v); err != nil {

@@ -143,7 +143,7 @@ type TelemetryConfig struct {
 	MetricsAddr string `json:"metricsAddr,omitempty"`
 	// SecureMetrics serves metrics over HTTPS with Kubernetes authn/authz.
 	SecureMetrics bool `json:"secureMetrics,omitempty"`
-	// HealthAddr serves /healthz and /readyz.
+	// HealthAddr serves /healthz and /readyz ("0" disables, for tests only).
 	HealthAddr string `json:"healthAddr,omitempty"`
 	// Tracing configures OpenTelemetry traces.
 	Tracing TracingConfig `json:"tracing,omitempty"`

@@ -28,6 +28,9 @@ type Keys struct {
 	Region string
 	// RemoteUID (on local objects) is the UID of the remote object the copy belongs to.
 	RemoteUID string
+	// ReleaseDeletion "true" on a local copy lets the agent delete it although the deletion
+	// budget holds orphan deletions (the operator's release).
+	ReleaseDeletion string
 	// AppliedHash (on local objects, Apply strategy) hashes the last applied configuration, so a
 	// removed remote field is noticed without a write on every resync.
 	AppliedHash string
@@ -48,6 +51,7 @@ func NewKeys(domain string) Keys {
 		Region:           k("sync-region"),
 		RemoteUID:        k("sync-remote-uid"),
 		AppliedHash:      k("sync-applied-hash"),
+		ReleaseDeletion:  k("release-deletion"),
 	}
 }
 
@@ -56,12 +60,17 @@ func (k Keys) IsPaused(annotations map[string]string) bool {
 	return strings.EqualFold(annotations[k.Paused], "true")
 }
 
+// IsReleased reports whether an operator released a held deletion of this object.
+func (k Keys) IsReleased(annotations map[string]string) bool {
+	return strings.EqualFold(annotations[k.ReleaseDeletion], "true")
+}
+
 // IsAgentKey reports whether an annotation is the agent's own bookkeeping or per-side state
 // (pause, trace context), which is never copied from remote to local.
 func (k Keys) IsAgentKey(key string) bool {
 	switch key {
 	case k.RemoteGeneration, k.LocalGeneration, k.Owner, k.OwnerKind, k.LastUploadedHash,
-		k.Region, k.RemoteUID, k.AppliedHash, k.TraceParent, k.Paused:
+		k.Region, k.RemoteUID, k.AppliedHash, k.TraceParent, k.Paused, k.ReleaseDeletion:
 		return true
 	}
 	return false

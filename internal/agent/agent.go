@@ -1,0 +1,118 @@
+// Package agent assembles a regional agent from its configuration: the local manager (caches,
+// leader election, probes, metrics) and the sync engine. cmd/agent parses flags and calls it;
+// tests run it in-process against real API servers.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/syncer"
+)
+
+// Version is the agent's version, set at build time with -ldflags "-X ...agent.Version=...".
+var Version = "dev"
+
+// Default client limits for both clusters (client-go's 5 qps would throttle initial syncs).
+const (
+	defaultQPS   = 50
+	defaultBurst = 100
+)
+
+// Agent is one regional agent process.
+type Agent struct {
+	Manager manager.Manager
+	Engine  *syncer.Engine
+}
+
+// ManagementConfig loads the management cluster's client config from the configured kubeconfig.
+func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Management.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("management.kubeconfig %s: %w", cfg.Management.Kubeconfig, err)
+	}
+	rc.QPS, rc.Burst = defaultQPS, defaultBurst
+	if cfg.Management.QPS > 0 {
+		rc.QPS = cfg.Management.QPS
+	}
+	if cfg.Management.Burst > 0 {
+		rc.Burst = cfg.Management.Burst
+	}
+	return rc, nil
+}
+
+// Options are process concerns the configuration file does not hold.
+type Options struct {
+	// Logger for the agent (default: controller-runtime's global logger).
+	Logger logr.Logger
+}
+
+// New builds an agent for the local cluster localConfig and the management cluster remoteConfig.
+func New(cfg *config.AgentConfig, localConfig, remoteConfig *rest.Config, opts Options) (*Agent, error) {
+	log := opts.Logger
+	if log.GetSink() == nil {
+		log = ctrl.Log.WithName("agent")
+	}
+	localConfig = rest.CopyConfig(localConfig)
+	if localConfig.QPS == 0 {
+		localConfig.QPS, localConfig.Burst = defaultQPS, defaultBurst
+	}
+	le := cfg.LeaderElection
+	mgr, err := ctrl.NewManager(localConfig, ctrl.Options{
+		Scheme:                        scheme.New(),
+		Logger:                        log,
+		Cache:                         syncer.LocalCacheOptions(cfg),
+		Client:                        syncer.ClientOptions(),
+		Metrics:                       metricsserver.Options{BindAddress: cfg.Telemetry.MetricsAddr},
+		HealthProbeBindAddress:        cfg.Telemetry.HealthAddr,
+		LeaderElection:                *le.Enabled,
+		LeaderElectionID:              "regionsync-" + cfg.Region,
+		LeaderElectionNamespace:       le.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &le.LeaseDuration.Duration,
+		RenewDeadline:                 &le.RenewDeadline.Duration,
+		RetryPeriod:                   &le.RetryPeriod.Duration,
+		GracefulShutdownTimeout:       ptr(15 * time.Second),
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local manager: %w", err)
+	}
+	engine, err := syncer.NewEngine(cfg, mgr, remoteConfig, log.WithName("sync"))
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("local-caches", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("local caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return &Agent{Manager: mgr, Engine: engine}, nil
+}
+
+// Start runs the agent until ctx ends.
+func (a *Agent) Start(ctx context.Context) error { return a.Manager.Start(ctx) }
+
+func ptr[T any](v T) *T { return &v }

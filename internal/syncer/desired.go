@@ -1,0 +1,241 @@
+package syncer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"reflect"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regionsync/regionsync/internal/shard"
+)
+
+// This file holds the pure part of "spec down": what the local copy must look like, and whether
+// the live local object already does. No client calls here.
+
+// isContentKey reports whether a top-level field is content that flows remote → local: everything
+// but the object's identity, metadata and status (so spec, and data for ConfigMap-like kinds).
+func isContentKey(k string) bool {
+	switch k {
+	case "apiVersion", "kind", "metadata", "status":
+		return false
+	}
+	return true
+}
+
+// copiedMetadata returns the labels and annotations that flow down: the remote's, minus the
+// agent's own keys, plus the marks that make the local object the agent's.
+func copiedMetadata(remote *unstructured.Unstructured, keys shard.Keys, region string) (labels, annotations map[string]string) {
+	labels = map[string]string{}
+	for k, v := range remote.GetLabels() {
+		if !keys.IsAgentKey(k) {
+			labels[k] = v
+		}
+	}
+	labels[keys.Region] = region
+	annotations = map[string]string{}
+	for k, v := range remote.GetAnnotations() {
+		if !keys.IsAgentKey(k) {
+			annotations[k] = v
+		}
+	}
+	annotations[keys.RemoteUID] = string(remote.GetUID())
+	return labels, annotations
+}
+
+// desiredReplace returns the local object the Replace strategy writes: live (or a new object at
+// local when live is nil) with its content replaced by the remote's and the remote's labels and
+// annotations laid over its own. Labels and annotations that only the local side has are kept, so
+// local tooling (and the regional controller's trace context) survives.
+func desiredReplace(remote, live *unstructured.Unstructured, local types.NamespacedName, keys shard.Keys, region string) *unstructured.Unstructured {
+	var out *unstructured.Unstructured
+	if live != nil {
+		out = live.DeepCopy()
+		for k := range out.Object {
+			if isContentKey(k) {
+				delete(out.Object, k)
+			}
+		}
+		// status stays as it is: it is the local controller's (and ignored by Update when the
+		// kind has a status subresource).
+	} else {
+		out = &unstructured.Unstructured{Object: map[string]any{}}
+		out.SetAPIVersion(remote.GetAPIVersion())
+		out.SetKind(remote.GetKind())
+		out.SetNamespace(local.Namespace)
+		out.SetName(local.Name)
+	}
+	for k, v := range remote.Object {
+		if isContentKey(k) {
+			out.Object[k] = deepCopyJSON(v)
+		}
+	}
+	labels, annotations := copiedMetadata(remote, keys, region)
+	out.SetLabels(merged(out.GetLabels(), labels))
+	out.SetAnnotations(merged(out.GetAnnotations(), annotations))
+	return out
+}
+
+// desiredApply returns the apply configuration the Apply strategy sends: only the fields the agent
+// owns (content, copied labels and annotations, its marks), plus the hash of that configuration.
+func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName, keys shard.Keys, region string) (*unstructured.Unstructured, string) {
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(remote.GetAPIVersion())
+	out.SetKind(remote.GetKind())
+	out.SetNamespace(local.Namespace)
+	out.SetName(local.Name)
+	for k, v := range remote.Object {
+		if isContentKey(k) {
+			out.Object[k] = deepCopyJSON(v)
+		}
+	}
+	labels, annotations := copiedMetadata(remote, keys, region)
+	out.SetLabels(labels)
+	out.SetAnnotations(annotations)
+	h := hashJSON(out.Object)
+	annotations[keys.AppliedHash] = h
+	out.SetAnnotations(annotations)
+	return out, h
+}
+
+// replaceInSync reports whether live already equals what Replace would write.
+func replaceInSync(remote, live *unstructured.Unstructured, keys shard.Keys, region string) bool {
+	if !contentEqual(remote.Object, live.Object) {
+		return false
+	}
+	labels, annotations := copiedMetadata(remote, keys, region)
+	return isSubMap(labels, live.GetLabels()) && isSubMap(annotations, live.GetAnnotations())
+}
+
+// applyInSync reports whether live already holds everything Apply would send: the same applied
+// configuration (the hash; a field removed on the remote changes it) and no drift on any field
+// of it.
+func applyInSync(desired *unstructured.Unstructured, hash string, live *unstructured.Unstructured, keys shard.Keys) bool {
+	if live.GetAnnotations()[keys.AppliedHash] != hash {
+		return false
+	}
+	for k, v := range desired.Object {
+		if isContentKey(k) && !isSubset(v, live.Object[k]) {
+			return false
+		}
+	}
+	return isSubMap(desired.GetLabels(), live.GetLabels()) && isSubMap(desired.GetAnnotations(), live.GetAnnotations())
+}
+
+// contentEqual compares the content fields (see isContentKey) of two objects.
+func contentEqual(a, b map[string]any) bool {
+	for k, v := range a {
+		if isContentKey(k) && !reflect.DeepEqual(v, b[k]) {
+			return false
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; isContentKey(k) && !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// isSubset reports whether every field of want is present with the same value in got (maps
+// recursively; lists element by element and of equal length; scalars equal).
+func isSubset(want, got any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			gv, ok := g[k]
+			if !ok || !isSubset(wv, gv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !isSubset(w[i], g[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(want, got)
+	}
+}
+
+func isSubMap(want, got map[string]string) bool {
+	for k, v := range want {
+		if gv, ok := got[k]; !ok || gv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func merged(base, over map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(over))
+	maps.Copy(out, base)
+	maps.Copy(out, over)
+	return out
+}
+
+func deepCopyJSON(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = deepCopyJSON(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = deepCopyJSON(e)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// hashJSON is a stable hash of a JSON-compatible value (encoding/json sorts map keys).
+func hashJSON(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Unstructured content always marshals; a failure means a corrupt object, which must
+		// never look "in sync".
+		return "unhashable"
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// hashSecretData hashes a Secret's type and data (keys sorted) for D/last-uploaded-hash. The hash
+// is one-way: it reveals nothing of the secret.
+func hashSecretData(secretType string, data map[string][]byte) string {
+	h := sha256.New()
+	h.Write([]byte(secretType))
+	h.Write([]byte{0})
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write(data[k])
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}

@@ -1,0 +1,344 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// EventSource is the reporting controller of the agent's Kubernetes Events.
+const EventSource = "regionsync-agent"
+
+// GVKs returns the configured kinds.
+func GVKs(cfg *config.AgentConfig) []schema.GroupVersionKind {
+	out := make([]schema.GroupVersionKind, len(cfg.Resources))
+	for i, r := range cfg.Resources {
+		out[i] = schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+	}
+	return out
+}
+
+func unstructuredFor(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+// LocalCacheOptions are the local manager's cache options: the managed kinds are cached only
+// when they carry this region's mark, so the agent's memory does not grow with unrelated objects.
+// Namespaces and unmarked objects are read directly, on the create path only.
+func LocalCacheOptions(cfg *config.AgentConfig) cache.Options {
+	keys := shard.NewKeys(cfg.AnnotationDomain)
+	marked := labels.SelectorFromSet(labels.Set{keys.Region: cfg.Region})
+	byObject := map[client.Object]cache.ByObject{}
+	for _, gvk := range GVKs(cfg) {
+		byObject[unstructuredFor(gvk)] = cache.ByObject{Label: marked}
+	}
+	resync := cfg.ResyncPeriod.Duration
+	return cache.Options{
+		ByObject:         byObject,
+		DefaultTransform: cache.TransformStripManagedFields(),
+		SyncPeriod:       &resync,
+	}
+}
+
+// ClientOptions make a client read unstructured objects from the cache (controller-runtime reads
+// them from the API server by default).
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+}
+
+// Engine runs one controller per configured kind. It is a leader-only runnable of the local
+// manager; it connects to management when management answers and never blocks the agent's
+// start on it.
+type Engine struct {
+	cfg          *config.AgentConfig
+	mgr          manager.Manager
+	remoteConfig *rest.Config
+	keys         shard.Keys
+	mapper       *shard.Mapper
+	gvks         []schema.GroupVersionKind
+	secretCaches map[string]cache.Cache
+	log          logr.Logger
+
+	connected atomic.Bool
+}
+
+// NewEngine builds the engine and adds it, and the caches of the configured local secrets, to
+// the local manager. The manager must have been created with LocalCacheOptions and ClientOptions.
+func NewEngine(cfg *config.AgentConfig, mgr manager.Manager, remoteConfig *rest.Config, log logr.Logger) (*Engine, error) {
+	mapper, err := shard.NewMapper(cfg.Shard)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, mgr: mgr, remoteConfig: remoteConfig, log: log,
+		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: GVKs(cfg),
+		secretCaches: map[string]cache.Cache{},
+	}
+	// One small cache per secret name, selected by field: the agent never caches other Secrets.
+	for _, res := range cfg.Resources {
+		for _, name := range res.Secrets {
+			if _, ok := e.secretCaches[name]; ok {
+				continue
+			}
+			c, err := cache.New(mgr.GetConfig(), cache.Options{
+				Scheme:     mgr.GetScheme(),
+				Mapper:     mgr.GetRESTMapper(),
+				HTTPClient: mgr.GetHTTPClient(),
+				ByObject: map[client.Object]cache.ByObject{
+					&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", name)},
+				},
+				DefaultTransform: cache.TransformStripManagedFields(),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("cache of local secrets named %s: %w", name, err)
+			}
+			if err := mgr.Add(c); err != nil {
+				return nil, err
+			}
+			e.secretCaches[name] = c
+		}
+	}
+	if err := mgr.Add(e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// NeedLeaderElection makes the engine run on the leader only.
+func (e *Engine) NeedLeaderElection() bool { return true }
+
+// ManagementConnected reports whether the last probe of management succeeded.
+func (e *Engine) ManagementConnected() bool { return e.connected.Load() }
+
+// Start waits for management, then runs the remote session until ctx ends, reconnecting with
+// backoff when the session fails.
+func (e *Engine) Start(ctx context.Context) error {
+	disc, err := discovery.NewDiscoveryClientForConfig(withTimeout(e.remoteConfig, 5*time.Second))
+	if err != nil {
+		return fmt.Errorf("management client: %w", err)
+	}
+	go e.probe(ctx, disc)
+	backoff := time.Second
+	for {
+		if err := e.waitForManagement(ctx, disc); err != nil {
+			return nil // ctx done
+		}
+		err := e.runSession(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.log.Error(err, "management session ended; reconnecting", "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func withTimeout(cfg *rest.Config, d time.Duration) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = d
+	return c
+}
+
+// probe keeps the management-connected state and metric current.
+func (e *Engine) probe(ctx context.Context, disc discovery.DiscoveryInterface) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		e.setConnected(ping(disc) == nil)
+		select {
+		case <-ctx.Done():
+			e.setConnected(false)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func ping(disc discovery.DiscoveryInterface) error {
+	_, err := disc.ServerVersion()
+	return err
+}
+
+func (e *Engine) setConnected(ok bool) {
+	if e.connected.Swap(ok) != ok {
+		e.log.Info("management connection changed", "connected", ok, "host", e.remoteConfig.Host)
+	}
+	if ok {
+		telemetry.ManagementConnected.Set(1)
+	} else {
+		telemetry.ManagementConnected.Set(0)
+	}
+}
+
+func (e *Engine) waitForManagement(ctx context.Context, disc discovery.DiscoveryInterface) error {
+	wait := time.Second
+	for {
+		err := ping(disc)
+		e.setConnected(err == nil)
+		if err == nil {
+			return nil
+		}
+		e.log.V(1).Info("management not reachable yet; local copies are kept as they are", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 15*time.Second)
+	}
+}
+
+// runSession connects a management cluster.Cluster, whose cache is filtered server-side by the
+// shard's label selector, and runs every kind's controller against it until ctx ends or
+// something fails.
+func (e *Engine) runSession(ctx context.Context) error {
+	resync := e.cfg.ResyncPeriod.Duration
+	byObject := map[client.Object]cache.ByObject{}
+	for _, gvk := range e.gvks {
+		b := cache.ByObject{}
+		if !e.mapper.Selector().Empty() {
+			b.Label = e.mapper.Selector()
+		}
+		byObject[unstructuredFor(gvk)] = b
+	}
+	remote, err := cluster.New(e.remoteConfig, func(o *cluster.Options) {
+		o.Scheme = e.mgr.GetScheme()
+		o.Logger = e.log.WithName("management")
+		o.Cache = cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(), SyncPeriod: &resync}
+		o.Client = ClientOptions()
+	})
+	if err != nil {
+		return fmt.Errorf("management cluster: %w", err)
+	}
+	sessionCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(e.gvks)+1)
+	go func() { errc <- remote.Start(sessionCtx) }()
+
+	for i, gvk := range e.gvks {
+		c, err := e.newController(remote, e.cfg.Resources[i], gvk)
+		if err != nil {
+			return err
+		}
+		go func() { errc <- c.Start(sessionCtx) }()
+	}
+	e.log.Info("management session started", "host", e.remoteConfig.Host, "kinds", len(e.gvks))
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		if err == nil {
+			err = errors.New("stopped unexpectedly")
+		}
+		return err
+	}
+}
+
+func (e *Engine) newController(remote cluster.Cluster, res config.ResourceConfig, gvk schema.GroupVersionKind) (controller.Controller, error) {
+	secrets := map[string]client.Reader{}
+	for _, name := range res.Secrets {
+		secrets[name] = e.secretCaches[name]
+	}
+	budget := DeletionBudget{MaxFraction: *e.cfg.DeletionBudget.MaxFraction, MinObjects: *e.cfg.DeletionBudget.MinObjects}
+	r := &Reconciler{
+		Resource:      res,
+		GVK:           gvk,
+		Region:        e.cfg.Region,
+		Keys:          e.keys,
+		Mapper:        e.mapper,
+		Remote:        remote.GetClient(),
+		RemoteAPI:     remote.GetAPIReader(),
+		Local:         e.mgr.GetClient(),
+		LocalAPI:      e.mgr.GetAPIReader(),
+		Secrets:       secrets,
+		ManagedKinds:  e.gvks,
+		LocalEvents:   e.mgr.GetEventRecorder(EventSource),
+		RemoteEvents:  remote.GetEventRecorder(EventSource),
+		SecretRecheck: e.cfg.ResyncPeriod.Duration,
+		Log:           e.log.WithValues("resource", KindName(gvk)),
+	}
+	r.Budget = newBudgetGate(budget, r.countOrphans)
+
+	c, err := controller.NewUnmanaged(strings.ToLower(KindName(gvk)), controller.Options{
+		Reconciler:              r,
+		MaxConcurrentReconciles: res.Concurrency,
+		SkipNameValidation:      ptrTo(true), // a new session builds the controller again
+		CacheSyncTimeout:        2 * time.Minute,
+		LogConstructor: func(*reconcile.Request) logr.Logger {
+			return r.Log
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	inShard := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, err := e.mapper.ToLocal(objectRef(o))
+		return !errors.Is(err, shard.ErrNotInShard)
+	})
+	if err := c.Watch(source.Kind[client.Object](remote.GetCache(), unstructuredFor(gvk), &handler.EnqueueRequestForObject{}, inShard)); err != nil {
+		return nil, err
+	}
+	toRemote := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return e.remoteRequest(objectRef(o))
+	})
+	if err := c.Watch(source.Kind[client.Object](e.mgr.GetCache(), unstructuredFor(gvk), toRemote)); err != nil {
+		return nil, err
+	}
+	secretOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		owner := metav1.GetControllerOf(o)
+		if owner == nil || owner.Kind != gvk.Kind {
+			return nil
+		}
+		if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != gvk.Group {
+			return nil
+		}
+		return e.remoteRequest(types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name})
+	})
+	for _, name := range res.Secrets {
+		if err := c.Watch(source.Kind[client.Object](e.secretCaches[name], &corev1.Secret{}, secretOwner)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (e *Engine) remoteRequest(local types.NamespacedName) []reconcile.Request {
+	remote, err := e.mapper.ToRemote(local)
+	if err != nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: remote}}
+}

@@ -1,0 +1,347 @@
+package syncer_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/agent"
+	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/tenantoperator"
+	"github.com/regionsync/regionsync/internal/testenv"
+)
+
+// The integration tests share one management cluster and one regional cluster (real API servers
+// with kube-controller-manager). Every test runs its own agent with its own region name and
+// suffix, so shards and local marks never overlap between tests.
+var (
+	fleet      *testenv.Fleet
+	management *testenv.Cluster
+	region     *testenv.Cluster
+	testSeq    atomic.Int32
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("REGIONSYNC_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var err error
+	fleet, err = testenv.Start(ctx, []string{"management", "region"}, testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	management, region = fleet.Cluster("management"), fleet.Cluster("region")
+	// The region runs the demo tenant operator, unaware of regionsync, as a real region would.
+	mgr, err := ctrl.NewManager(region.Config, ctrl.Options{
+		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+	})
+	if err == nil {
+		err = (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: "region"}).SetupWithManager(mgr)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := fleet.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// writeCounter counts the API writes (create, update, patch, delete) a client makes, leaving out
+// Events and Leases, which are bookkeeping, not sync writes.
+type writeCounter struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet && !strings.Contains(req.URL.Path, "/events") && !strings.Contains(req.URL.Path, "/leases") {
+				w.mu.Lock()
+				w.writes = append(w.writes, req.Method+" "+req.URL.Path)
+				w.mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return c
+}
+
+func (w *writeCounter) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.writes
+	w.writes = nil
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// env is one test's agent and its view of both clusters.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	cfg    *config.AgentConfig
+	keys   shard.Keys
+	name   string // unique per test: region name, suffix and namespace stem
+	suffix string
+	mgmt   client.Client // admin on management
+	local  client.Client // admin on the region
+	// remoteWrites and localWrites count the agent's own writes.
+	remoteWrites, localWrites writeCounter
+	proxy                     *testenv.Proxy
+	cancel                    context.CancelFunc
+	done                      chan error
+}
+
+type envOption func(*envSetup)
+
+type envSetup struct {
+	edit          func(*config.AgentConfig)
+	managementCfg *rest.Config // what the agent uses to reach management (default: admin)
+	proxyDown     bool         // start with management unreachable behind a proxy
+	useProxy      bool
+	noStart       bool
+}
+
+func withConfig(edit func(*config.AgentConfig)) envOption { return func(s *envSetup) { s.edit = edit } }
+func withManagementConfig(c *rest.Config) envOption {
+	return func(s *envSetup) { s.managementCfg = c }
+}
+func withProxy(down bool) envOption {
+	return func(s *envSetup) { s.useProxy, s.proxyDown = true, down }
+}
+
+// newEnv configures an agent for this test (Tenants, the tenant-token secret) and starts it.
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	setup := envSetup{}
+	for _, o := range opts {
+		o(&setup)
+	}
+	n := testSeq.Add(1)
+	name := fmt.Sprintf("t%02d", n)
+	cfg := &config.AgentConfig{
+		TypeMeta:   metav1.TypeMeta{APIVersion: config.APIVersion, Kind: config.Kind},
+		Region:     "region-" + name,
+		Management: config.ManagementConfig{Kubeconfig: "unused-in-process"},
+		Shard:      config.ShardConfig{RemoteResourceSuffix: "-" + name},
+		Resources: []config.ResourceConfig{{
+			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant",
+			Secrets: []string{tenantoperator.TokenSecretName},
+		}},
+		LeaderElection: config.LeaderElectionConfig{Enabled: ptr(false)},
+		Telemetry:      config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"},
+	}
+	if setup.edit != nil {
+		setup.edit(cfg)
+	}
+	config.Default(cfg)
+	if err := config.Validate(cfg); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &env{
+		t: t, ctx: ctx, cfg: cfg, keys: shard.NewKeys(cfg.AnnotationDomain), name: name, suffix: "-" + name,
+		mgmt: management.Client, local: region.Client, cancel: cancel, done: make(chan error, 1),
+	}
+	remoteCfg := management.Config
+	if setup.managementCfg != nil {
+		remoteCfg = setup.managementCfg
+	}
+	if setup.useProxy {
+		p, err := testenv.NewProxy(remoteCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.proxy = p
+		remoteCfg = p.Config(remoteCfg)
+		if !setup.proxyDown {
+			if err := p.Up(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(p.Down)
+	}
+	a, err := agent.New(cfg, e.localWrites.wrap(region.Config), e.remoteWrites.wrap(remoteCfg), agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { e.done <- a.Start(ctx) }()
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *env) stop() {
+	e.cancel()
+	select {
+	case err := <-e.done:
+		if err != nil {
+			e.t.Errorf("agent exited with error: %v", err)
+		}
+		e.done <- nil
+	case <-time.After(30 * time.Second):
+		e.t.Error("agent did not stop within 30s")
+	}
+}
+
+// ns returns a per-test namespace name.
+func (e *env) ns(stem string) string { return e.name + "-" + stem }
+
+// remoteNamespace creates a namespace on management.
+func (e *env) remoteNamespace(stem string) string {
+	e.t.Helper()
+	name := e.ns(stem)
+	if err := e.mgmt.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+	return name
+}
+
+// remoteSecret creates the (empty) remote secret an upload targets.
+func (e *env) remoteSecret(ns, name string) {
+	e.t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + e.suffix}}
+	if err := e.mgmt.Create(e.ctx, s); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// tenant creates a Tenant on management in ns with the test's suffix; it returns the object.
+func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) *demov1alpha1.Tenant {
+	e.t.Helper()
+	t := &demov1alpha1.Tenant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + e.suffix, Labels: map[string]string{"tier": "gold"}, Annotations: map[string]string{"example.com/note": "hello"}},
+		Spec:       demov1alpha1.TenantSpec{DisplayName: display, Plan: "team", Replicas: 2},
+	}
+	for _, m := range mutate {
+		m(t)
+	}
+	if err := e.mgmt.Create(e.ctx, t); err != nil {
+		e.t.Fatal(err)
+	}
+	return t
+}
+
+// eventually polls cond until it returns nil, failing the test with its last error after 30s.
+func (e *env) eventually(what string, cond func() error) {
+	e.t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	})
+	if err != nil {
+		e.t.Fatalf("%s: %v (last: %v)", what, err, last)
+	}
+}
+
+// never checks that cond stays false for d.
+func (e *env) never(what string, d time.Duration, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			e.t.Fatalf("%s happened", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *env) getLocal(ns, name string) (*demov1alpha1.Tenant, error) {
+	t := &demov1alpha1.Tenant{}
+	return t, e.local.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, t)
+}
+
+func (e *env) getRemote(ns, name string) (*demov1alpha1.Tenant, error) {
+	t := &demov1alpha1.Tenant{}
+	return t, e.mgmt.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name + e.suffix}, t)
+}
+
+// waitSynced waits until the remote object's status and generation annotations say the region
+// is current (the full round trip) and returns both objects.
+func (e *env) waitSynced(ns, name string) (remote, local *demov1alpha1.Tenant) {
+	e.t.Helper()
+	e.eventually("round trip of "+ns+"/"+name, func() error {
+		var err error
+		if remote, err = e.getRemote(ns, name); err != nil {
+			return err
+		}
+		if local, err = e.getLocal(ns, name); err != nil {
+			return err
+		}
+		a := remote.Annotations
+		if a[e.keys.RemoteGeneration] != fmt.Sprint(remote.Generation) {
+			return fmt.Errorf("remote generation annotation %q, generation %d", a[e.keys.RemoteGeneration], remote.Generation)
+		}
+		if a[e.keys.LocalGeneration] != fmt.Sprint(local.Generation) {
+			return fmt.Errorf("local generation annotation %q, local generation %d", a[e.keys.LocalGeneration], local.Generation)
+		}
+		if remote.Status.ObservedGeneration != local.Generation || remote.Status.Phase != tenantoperator.PhaseReady {
+			return fmt.Errorf("remote status %+v, local generation %d", remote.Status, local.Generation)
+		}
+		return nil
+	})
+	return remote, local
+}
+
+// events returns the reasons of the events regarding an object on a cluster.
+func events(ctx context.Context, c client.Client, ns, name string) []string {
+	list := &eventsv1.EventList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == name {
+			out = append(out, ev.Reason)
+		}
+	}
+	return out
+}
+
+func (e *env) waitEvent(c client.Client, ns, name, reason string) {
+	e.t.Helper()
+	e.eventually("event "+reason+" on "+ns+"/"+name, func() error {
+		for _, r := range events(e.ctx, c, ns, name) {
+			if r == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("events so far: %v", events(e.ctx, c, ns, name))
+	})
+}

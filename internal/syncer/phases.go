@@ -1,0 +1,302 @@
+package syncer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// Event reasons: every write decision a person may need to see.
+const (
+	ReasonCreated               = "Created"
+	ReasonNamespaceCreated      = "NamespaceCreated"
+	ReasonAdopted               = "Adopted"
+	ReasonAdoptionRefused       = "AdoptionRefused"
+	ReasonInvalidMapping        = "InvalidMapping"
+	ReasonDeleted               = "Deleted"
+	ReasonDeletionHeld          = "DeletionHeld"
+	ReasonOutOfShard            = "OutOfShard"
+	ReasonSecretTakeoverRefused = "SecretTakeoverRefused"
+	ReasonRemoteSecretMissing   = "RemoteSecretMissing"
+	ReasonStatusUploadFailed    = "StatusUploadFailed"
+)
+
+// waitRequeue is how soon an object is looked at again while the agent waits for something it
+// does not watch (a terminating namespace or unmarked object).
+const waitRequeue = 2 * time.Second
+
+// claim adds the finalizer with an optimistic-concurrency patch: the list it writes is the list
+// it read, so it can never drop another controller's finalizer.
+func (r *Reconciler) claim(ctx context.Context, remote *unstructured.Unstructured) error {
+	before := remote.DeepCopy()
+	controllerutil.AddFinalizer(remote, r.Keys.Finalizer)
+	if err := r.Remote.Patch(ctx, remote, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		r.count(telemetry.DirectionClaim, telemetry.ResultError)
+		return fmt.Errorf("claiming remote %s: %w", objectRef(remote), err)
+	}
+	r.count(telemetry.DirectionClaim, telemetry.ResultWritten)
+	logr.FromContextOrDiscard(ctx).V(1).Info("claimed")
+	return nil
+}
+
+// statusUp mirrors the local status to the remote status subresource. It returns the remote
+// object as it is after the write.
+func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if local == nil {
+		return remote, nil
+	}
+	status, ok := local.Object["status"]
+	if !ok || reflect.DeepEqual(remote.Object["status"], status) {
+		return remote, nil
+	}
+	updated := remote.DeepCopy()
+	updated.Object["status"] = deepCopyJSON(status)
+	if err := r.Remote.Status().Update(ctx, updated, client.FieldOwner(FieldManager)); err != nil {
+		r.count(telemetry.DirectionUp, telemetry.ResultError)
+		if !apierrors.IsConflict(err) {
+			r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonStatusUploadFailed, "Sync", "status upload failed, spec download held: %v", err)
+		}
+		return nil, fmt.Errorf("uploading status of %s: %w", objectRef(remote), err)
+	}
+	r.count(telemetry.DirectionUp, telemetry.ResultWritten)
+	return updated, nil
+}
+
+// secretsUp uploads each configured local Secret controlled by the local object to the remote
+// Secret "<name><suffix>", which must exist. A remote secret controlled by another owner is never
+// taken over, and an unchanged secret causes no write. No secret data is ever logged.
+func (r *Reconciler) secretsUp(ctx context.Context, remote, local *unstructured.Unstructured) error {
+	if local == nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range r.Resource.Secrets {
+		if err := r.uploadSecret(ctx, remote, local, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("uploading secrets of %s: %v", objectRef(remote), errs)
+	}
+	return nil
+}
+
+func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructured.Unstructured, name string) error {
+	secret := &corev1.Secret{}
+	if err := r.Secrets[name].Get(ctx, types.NamespacedName{Namespace: local.GetNamespace(), Name: name}, secret); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(secret, local) {
+		return nil // not this object's secret
+	}
+	hash := hashSecretData(string(secret.Type), secret.Data)
+	remoteKey := types.NamespacedName{Namespace: remote.GetNamespace(), Name: r.Mapper.RemoteSecretName(name)}
+	memoKey := string(remote.GetUID()) + "/" + remoteKey.String()
+	if v, ok := r.uploaded.Load(memoKey); ok {
+		if u := v.(uploadedSecret); u.hash == hash && time.Since(u.at) < r.SecretRecheck {
+			r.countSecret(telemetry.ResultUnchanged)
+			return nil
+		}
+	}
+	target := &corev1.Secret{}
+	if err := r.RemoteAPI.Get(ctx, remoteKey, target); err != nil {
+		r.countSecret(telemetry.ResultError)
+		if apierrors.IsNotFound(err) {
+			r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonRemoteSecretMissing, "UploadSecret",
+				"remote secret %s must exist before %s can be uploaded", remoteKey, name)
+		}
+		return fmt.Errorf("reading remote secret %s: %w", remoteKey, err)
+	}
+	if owner := metav1.GetControllerOf(target); owner != nil && owner.UID != remote.GetUID() {
+		r.countSecret(telemetry.ResultRefused)
+		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonSecretTakeoverRefused, "UploadSecret",
+			"remote secret %s is controlled by %s %s; not taken over", remoteKey, owner.Kind, owner.Name)
+		return nil
+	}
+	if metav1.IsControlledBy(target, remote) && target.Annotations[r.Keys.LastUploadedHash] == hash &&
+		hashSecretData(string(target.Type), target.Data) == hash {
+		r.uploaded.Store(memoKey, uploadedSecret{hash: hash, at: time.Now()})
+		r.countSecret(telemetry.ResultUnchanged)
+		return nil
+	}
+	if target.Type != "" && secret.Type != "" && target.Type != secret.Type {
+		r.countSecret(telemetry.ResultError)
+		return fmt.Errorf("remote secret %s has type %s, local %s/%s has %s (type is immutable)",
+			remoteKey, target.Type, secret.Namespace, name, secret.Type)
+	}
+	target.Data = secret.Data
+	target.StringData = nil
+	if target.Annotations == nil {
+		target.Annotations = map[string]string{}
+	}
+	target.Annotations[r.Keys.LastUploadedHash] = hash
+	if !metav1.IsControlledBy(target, remote) {
+		target.OwnerReferences = append(target.OwnerReferences, metav1.OwnerReference{
+			APIVersion: remote.GetAPIVersion(), Kind: remote.GetKind(), Name: remote.GetName(), UID: remote.GetUID(),
+			Controller: ptrTo(true),
+		})
+	}
+	if err := r.Remote.Update(ctx, target, client.FieldOwner(FieldManager)); err != nil {
+		r.countSecret(telemetry.ResultError)
+		return fmt.Errorf("updating remote secret %s: %w", remoteKey, err)
+	}
+	r.uploaded.Store(memoKey, uploadedSecret{hash: hash, at: time.Now()})
+	r.countSecret(telemetry.ResultWritten)
+	logr.FromContextOrDiscard(ctx).V(1).Info("secret uploaded", "secret", remoteKey)
+	return nil
+}
+
+func (r *Reconciler) countSecret(result string) {
+	telemetry.SecretUploads.WithLabelValues(r.Name(), result).Inc()
+}
+
+// specDown creates or updates the local copy. It returns the local object after any write, or nil
+// when there is none yet to set generations from (waiting, refused).
+func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, local *unstructured.Unstructured) (*unstructured.Unstructured, ctrl.Result, error) {
+	if local == nil {
+		existing, result, err := r.prepareCreate(ctx, remote, localKey)
+		if err != nil || existing == nil && !result.IsZero() {
+			return nil, result, err
+		}
+		if existing == nil {
+			created, err := r.writeLocal(ctx, remote, localKey, nil)
+			if err != nil {
+				return nil, ctrl.Result{}, err
+			}
+			r.LocalEvents.Eventf(created, nil, corev1.EventTypeNormal, ReasonCreated, "Sync", "created from management object %s", objectRef(remote))
+			return created, ctrl.Result{}, nil
+		}
+		local = existing
+	}
+	if !local.GetDeletionTimestamp().IsZero() {
+		// Recreated once it is gone: its deletion is an event the agent receives (marked) or
+		// polls for (unmarked).
+		return nil, ctrl.Result{RequeueAfter: waitRequeue}, nil
+	}
+	updated, err := r.writeLocal(ctx, remote, localKey, local)
+	return updated, ctrl.Result{}, err
+}
+
+// prepareCreate runs when the local cache has no copy: it makes sure the namespace exists, and
+// looks for an object the cache cannot see (unmarked, or not yet cached). It returns that object
+// when it is to be synced (adopted), or nil with a non-zero result to wait.
+func (r *Reconciler) prepareCreate(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (*unstructured.Unstructured, ctrl.Result, error) {
+	ns := &corev1.Namespace{}
+	err := r.LocalAPI.Get(ctx, types.NamespacedName{Name: localKey.Namespace}, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name:        localKey.Namespace,
+			Labels:      map[string]string{r.Keys.Region: r.Region},
+			Annotations: map[string]string{r.Keys.Owner: localKey.Name, r.Keys.OwnerKind: r.Name()},
+		}}
+		if err := r.Local.Create(ctx, ns, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, ctrl.Result{}, fmt.Errorf("creating local namespace %s: %w", localKey.Namespace, err)
+		}
+		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeNormal, ReasonNamespaceCreated, "Sync", "created local namespace %s in region %s", localKey.Namespace, r.Region)
+		return nil, ctrl.Result{}, nil // a new namespace holds nothing yet
+	case err != nil:
+		return nil, ctrl.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)
+	case !ns.DeletionTimestamp.IsZero():
+		return nil, ctrl.Result{RequeueAfter: waitRequeue}, nil
+	}
+	existing := r.newObject()
+	if err := r.LocalAPI.Get(ctx, localKey, existing); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, ctrl.Result{}, nil
+		}
+		return nil, ctrl.Result{}, fmt.Errorf("reading local %s: %w", localKey, err)
+	}
+	if !existing.GetDeletionTimestamp().IsZero() {
+		return nil, ctrl.Result{RequeueAfter: waitRequeue}, nil
+	}
+	if r.isMarked(existing) {
+		return existing, ctrl.Result{}, nil // ours; the cache has not seen it yet
+	}
+	if r.Resource.Adoption == config.AdoptionRefuse {
+		r.count(telemetry.DirectionDown, telemetry.ResultRefused)
+		msg := fmt.Sprintf("local %s exists and is not managed by regionsync; adoption is refused by configuration", localKey)
+		r.LocalEvents.Eventf(existing, nil, corev1.EventTypeWarning, ReasonAdoptionRefused, "Adopt", "%s", msg)
+		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonAdoptionRefused, "Adopt", "%s in region %s", msg, r.Region)
+		return nil, ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
+	r.LocalEvents.Eventf(existing, nil, corev1.EventTypeNormal, ReasonAdopted, "Adopt", "adopted for management object %s", objectRef(remote))
+	return existing, ctrl.Result{}, nil
+}
+
+// writeLocal writes the local copy with the resource's strategy when it differs from the remote.
+// live is nil to create. It returns the local object as it is after the write.
+func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	var err error
+	out := live
+	switch r.Resource.Strategy {
+	case config.StrategyApply:
+		desired, hash := desiredApply(remote, localKey, r.Keys, r.Region)
+		if live != nil && applyInSync(desired, hash, live, r.Keys) {
+			r.count(telemetry.DirectionDown, telemetry.ResultUnchanged)
+			return live, nil
+		}
+		err = r.Local.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership)
+		out = desired
+	default:
+		if live != nil && replaceInSync(remote, live, r.Keys, r.Region) {
+			r.count(telemetry.DirectionDown, telemetry.ResultUnchanged)
+			return live, nil
+		}
+		out = desiredReplace(remote, live, localKey, r.Keys, r.Region)
+		if live == nil {
+			err = r.Local.Create(ctx, out, client.FieldOwner(FieldManager))
+		} else {
+			err = r.Local.Update(ctx, out, client.FieldOwner(FieldManager))
+		}
+	}
+	if err != nil {
+		r.count(telemetry.DirectionDown, telemetry.ResultError)
+		return nil, fmt.Errorf("writing local %s: %w", localKey, err)
+	}
+	r.count(telemetry.DirectionDown, telemetry.ResultWritten)
+	logr.FromContextOrDiscard(ctx).V(1).Info("spec written", "generation", out.GetGeneration())
+	return out, nil
+}
+
+// generations records, in one patch and only when they changed, which remote generation was
+// copied down and the local generation that resulted. The patch carries the remote UID, which the
+// API server checks as a precondition.
+func (r *Reconciler) generations(ctx context.Context, remote, local *unstructured.Unstructured) error {
+	rg, lg := strconv.FormatInt(remote.GetGeneration(), 10), strconv.FormatInt(local.GetGeneration(), 10)
+	ann := remote.GetAnnotations()
+	if ann[r.Keys.RemoteGeneration] == rg && ann[r.Keys.LocalGeneration] == lg {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         remote.GetUID(),
+		"annotations": map[string]string{r.Keys.RemoteGeneration: rg, r.Keys.LocalGeneration: lg},
+	}})
+	if err != nil {
+		return err
+	}
+	if err := r.Remote.Patch(ctx, remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+		r.count(telemetry.DirectionMeta, telemetry.ResultError)
+		return fmt.Errorf("writing generation annotations on %s: %w", objectRef(remote), err)
+	}
+	r.count(telemetry.DirectionMeta, telemetry.ResultWritten)
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,182 @@
+// Package syncer is regionsync's sync engine (SPEC §2–3): one controller per configured kind keeps
+// a region's local copies in sync with its shard of the management cluster.
+//
+// A reconcile is keyed by the remote object and reads both sides, then acts in a fixed order:
+// claim, status up, secrets up, spec down, generations; or, when the remote object is gone or
+// terminating, deletion. It returns after a claiming write so that the next pass acts on fresh
+// events, writes only what changed (zero writes for an object in sync, also on resync), and guards
+// every write with optimistic concurrency or a UID precondition.
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// FieldManager is the field manager of every write the agent makes (server-side apply included).
+const FieldManager = "regionsync"
+
+// Reconciler syncs one resource kind between the management cluster and the local cluster.
+type Reconciler struct {
+	// Resource is the kind's configuration; GVK its group, version and kind.
+	Resource config.ResourceConfig
+	GVK      schema.GroupVersionKind
+	// Region is the agent's region (the value of the Region mark on local objects).
+	Region string
+	Keys   shard.Keys
+	Mapper *shard.Mapper
+
+	// Remote reads the management cache (the shard only) and writes to management.
+	Remote client.Client
+	// RemoteAPI reads management directly (secrets, which the agent may not list or watch).
+	RemoteAPI client.Reader
+	// Local reads the local cache (only objects the agent marked) and writes locally.
+	Local client.Client
+	// LocalAPI reads the local cluster directly (namespaces, unmarked objects at mapped names).
+	LocalAPI client.Reader
+	// Secrets reads the local Secrets named in Resource.Secrets, one cache per name.
+	Secrets map[string]client.Reader
+	// ManagedKinds are all kinds the agent syncs; a namespace the agent created is deleted only
+	// when no other managed object of any of them is left in it.
+	ManagedKinds []schema.GroupVersionKind
+
+	LocalEvents  events.EventRecorder
+	RemoteEvents events.EventRecorder
+
+	// Budget holds orphan deletions beyond the deletion budget.
+	Budget *budgetGate
+	// SecretRecheck is how long an upload is trusted before the remote secret is read again.
+	SecretRecheck time.Duration
+
+	Log logr.Logger
+
+	// uploaded remembers, per remote secret, the hash known to be on management and when.
+	uploaded sync.Map
+}
+
+type uploadedSecret struct {
+	hash string
+	at   time.Time
+}
+
+// Name is the kind's dotted name, used for the controller, metrics and logs ("Tenant.demo.regionsync.dev").
+func (r *Reconciler) Name() string { return KindName(r.GVK) }
+
+// KindName is the dotted name of a kind ("Tenant.demo.regionsync.dev", "ConfigMap" for core).
+func KindName(gvk schema.GroupVersionKind) string {
+	if gvk.Group == "" {
+		return gvk.Kind
+	}
+	return gvk.Kind + "." + gvk.Group
+}
+
+func (r *Reconciler) newObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.GVK)
+	return u
+}
+
+func (r *Reconciler) count(direction, result string) {
+	telemetry.Syncs.WithLabelValues(r.Name(), direction, result).Inc()
+}
+
+// Reconcile syncs the remote object req and its local copy.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	defer func() { telemetry.SyncDuration.WithLabelValues(r.Name()).Observe(time.Since(start).Seconds()) }()
+	log := r.Log.WithValues("remote", req.NamespacedName)
+	ctx = logr.NewContext(ctx, log)
+
+	localKey, mapErr := r.Mapper.ToLocal(req.NamespacedName)
+	if errors.Is(mapErr, shard.ErrNotInShard) {
+		return ctrl.Result{}, nil
+	}
+	remote := r.newObject()
+	if err := r.Remote.Get(ctx, req.NamespacedName, remote); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("reading remote %s: %w", req.NamespacedName, err)
+		}
+		remote = nil
+	}
+	if mapErr != nil {
+		// A bad input: report it, never retry it, and let every other object go on.
+		r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
+		log.Error(mapErr, "invalid mapping; object skipped")
+		if remote != nil {
+			r.RemoteEvents.Eventf(remote, nil, "Warning", ReasonInvalidMapping, "Sync", "%v", mapErr)
+		}
+		return ctrl.Result{}, nil
+	}
+	log = log.WithValues("local", localKey)
+	ctx = logr.NewContext(ctx, log)
+
+	local := r.newObject()
+	if err := r.Local.Get(ctx, localKey, local); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("reading local %s: %w", localKey, err)
+		}
+		local = nil
+	}
+
+	if remote == nil {
+		return r.orphaned(ctx, req.NamespacedName, local)
+	}
+	if r.Keys.IsPaused(remote.GetAnnotations()) || (local != nil && r.Keys.IsPaused(local.GetAnnotations())) {
+		r.count(telemetry.DirectionDown, telemetry.ResultPaused)
+		return ctrl.Result{}, nil
+	}
+	if !remote.GetDeletionTimestamp().IsZero() {
+		return r.remoteDeleting(ctx, remote, local)
+	}
+
+	// 1. Claim: the finalizer first, then act on the event it causes.
+	if !controllerutil.ContainsFinalizer(remote, r.Keys.Finalizer) {
+		return ctrl.Result{}, r.claim(ctx, remote)
+	}
+	// 2. Status up. When it fails, spec is not downloaded in this pass: management must see
+	// the current state before it is changed further.
+	remote, err := r.statusUp(ctx, remote, local)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// 3. Secrets up; a failed upload does not hold back spec.
+	secretsErr := r.secretsUp(ctx, remote, local)
+	// 4. Spec down.
+	local, result, err := r.specDown(ctx, remote, localKey, local)
+	if err != nil || local == nil {
+		return result, errors.Join(err, secretsErr)
+	}
+	// 5. Generation annotations.
+	if err := r.generations(ctx, remote, local); err != nil {
+		return ctrl.Result{}, errors.Join(err, secretsErr)
+	}
+	return result, secretsErr
+}
+
+// isMarked reports whether a local object carries this agent's mark: only such objects are ever
+// deleted or reverted without adoption.
+func (r *Reconciler) isMarked(o client.Object) bool {
+	return o.GetLabels()[r.Keys.Region] == r.Region
+}
+
+// objectRef names an object in errors.
+func objectRef(o client.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+}

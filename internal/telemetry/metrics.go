@@ -1,0 +1,67 @@
+// Package telemetry holds regionsync's Prometheus metrics (on controller-runtime's registry, so
+// they are served with its built-ins) and, with the observability work, its tracing setup. Labels
+// are bounded: resource kind, direction, result, state; never object names.
+package telemetry
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Directions of a sync write.
+const (
+	DirectionClaim  = "claim"  // finalizer added on management
+	DirectionUp     = "up"     // status to management
+	DirectionSecret = "secret" // secret to management
+	DirectionDown   = "down"   // spec to the region
+	DirectionMeta   = "generations"
+	DirectionDelete = "delete" // local copy or namespace deleted, finalizer released
+)
+
+// Results of one sync step.
+const (
+	ResultWritten   = "written"
+	ResultUnchanged = "unchanged"
+	ResultError     = "error"
+	ResultPaused    = "paused"
+	ResultInvalid   = "invalid"
+	ResultHeld      = "held"
+	ResultRefused   = "refused"
+)
+
+var (
+	// Syncs counts sync steps by resource kind, direction and result.
+	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_syncs_total",
+		Help: "Sync steps by resource kind, direction (claim, up, secret, down, generations, delete) and result.",
+	}, []string{"resource", "direction", "result"})
+
+	// SyncDuration observes whole reconciles.
+	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "regionsync_sync_duration_seconds",
+		Help:    "Duration of one object's reconcile, by resource kind.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"resource"})
+
+	// SecretUploads counts secret uploads by result.
+	SecretUploads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_secret_uploads_total",
+		Help: "Secret uploads to management by resource kind and result (written, unchanged, refused, error).",
+	}, []string{"resource", "result"})
+
+	// DeletionsHeld is the number of local deletions the budget holds, by resource kind.
+	DeletionsHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regionsync_deletions_held",
+		Help: "Local copies whose remote object vanished and whose deletion the deletion budget holds.",
+	}, []string{"resource"})
+
+	// ManagementConnected is 1 while the management cluster answers.
+	ManagementConnected = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "regionsync_management_connected",
+		Help: "1 when the management cluster's API server answers, else 0.",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected)
+}
