@@ -89,6 +89,30 @@ type Engine struct {
 	log          logr.Logger
 
 	connected atomic.Bool
+	// session is the management cluster of the running session (nil between sessions).
+	session atomic.Pointer[cluster.Cluster]
+}
+
+// ErrNoSession is returned while the engine is not connected to management.
+var ErrNoSession = errors.New("no management session")
+
+// RemoteKeys lists the keys of one kind's objects in the management cache: the shard as the agent
+// sees it (objects outside the label selector are never there).
+func (e *Engine) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([]types.NamespacedName, error) {
+	s := e.session.Load()
+	if s == nil {
+		return nil, ErrNoSession
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := (*s).GetCache().List(ctx, list); err != nil {
+		return nil, err
+	}
+	keys := make([]types.NamespacedName, len(list.Items))
+	for i := range list.Items {
+		keys[i] = objectRef(&list.Items[i])
+	}
+	return keys, nil
 }
 
 // NewEngine builds the engine and adds it, and the caches of the configured local secrets, to
@@ -255,6 +279,8 @@ func (e *Engine) runSession(ctx context.Context) error {
 		}
 		go func() { errc <- c.Start(sessionCtx) }()
 	}
+	e.session.Store(&remote)
+	defer e.session.Store(nil)
 	e.log.Info("management session started", "host", e.remoteConfig.Host, "kinds", len(e.gvks))
 	select {
 	case <-ctx.Done():

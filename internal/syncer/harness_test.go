@@ -2,7 +2,9 @@ package syncer_test
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/go-logr/logr"
 	"net/http"
 	"os"
 	"strings"
@@ -45,6 +47,8 @@ var (
 func TestMain(m *testing.M) {
 	if os.Getenv("REGIONSYNC_TEST_LOG") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var err error
@@ -124,6 +128,8 @@ type env struct {
 	// remoteWrites and localWrites count the agent's own writes.
 	remoteWrites, localWrites writeCounter
 	proxy                     *testenv.Proxy
+	remoteCfg                 *rest.Config
+	agent                     *agent.Agent
 	cancel                    context.CancelFunc
 	done                      chan error
 }
@@ -174,10 +180,9 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	if err := config.Validate(cfg); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	e := &env{
-		t: t, ctx: ctx, cfg: cfg, keys: shard.NewKeys(cfg.AnnotationDomain), name: name, suffix: "-" + name,
-		mgmt: management.Client, local: region.Client, cancel: cancel, done: make(chan error, 1),
+		t: t, ctx: context.Background(), cfg: cfg, keys: shard.NewKeys(cfg.AnnotationDomain), name: name, suffix: "-" + name,
+		mgmt: management.Client, local: region.Client,
 	}
 	remoteCfg := management.Config
 	if setup.managementCfg != nil {
@@ -197,26 +202,45 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		}
 		t.Cleanup(p.Down)
 	}
-	a, err := agent.New(cfg, e.localWrites.wrap(region.Config), e.remoteWrites.wrap(remoteCfg), agent.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { e.done <- a.Start(ctx) }()
+	e.remoteCfg = remoteCfg
+	e.start()
 	t.Cleanup(e.stop)
 	return e
 }
 
+// start runs a new agent process (in-process) with the test's configuration.
+func (e *env) start() {
+	e.t.Helper()
+	a, err := agent.New(e.cfg, e.localWrites.wrap(region.Config), e.remoteWrites.wrap(e.remoteCfg), agent.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.agent, e.cancel, e.done = a, cancel, make(chan error, 1)
+	go func() { e.done <- a.Start(ctx) }()
+}
+
+// stop stops the agent (idempotent).
 func (e *env) stop() {
+	if e.cancel == nil {
+		return
+	}
 	e.cancel()
+	e.cancel = nil
 	select {
 	case err := <-e.done:
 		if err != nil {
 			e.t.Errorf("agent exited with error: %v", err)
 		}
-		e.done <- nil
 	case <-time.After(30 * time.Second):
 		e.t.Error("agent did not stop within 30s")
 	}
+}
+
+// restart stops the agent and starts a new one: fresh caches, as after a crash or an upgrade.
+func (e *env) restart() {
+	e.stop()
+	e.start()
 }
 
 // ns returns a per-test namespace name.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -171,4 +170,3 @@ func TestRemoteDeletedKeepsForeignNamespace(t *testing.T) {
 	}
 }
 
-var _ = time.Second

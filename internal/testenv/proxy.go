@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	neturl "net/url"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -37,11 +38,11 @@ func NewProxy(cfg *rest.Config) (*Proxy, error) {
 }
 
 func url(host string) (string, error) {
-	const p = "https://"
-	if len(host) > len(p) && host[:len(p)] == p {
-		return host[len(p):], nil
+	u, err := neturl.Parse(host)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return "", errors.New("testenv: proxy needs an https API server address, got " + host)
 	}
-	return "", errors.New("testenv: proxy needs an https API server address, got " + host)
+	return u.Host, nil
 }
 
 // Config returns a copy of cfg that talks to the API server through the proxy.
