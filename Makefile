@@ -26,6 +26,7 @@ test-unit: ## Pure-logic tests only (no control plane).
 fuzz: ## Run every fuzz target for FUZZTIME each.
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/config/
 	$(GO) test -run XXX -fuzz FuzzMapping -fuzztime $(FUZZTIME) ./internal/shard/
+	$(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/
 
 demo: control-plane build ## A local management cluster + 2 regions, agents syncing; Ctrl-C tears down.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(BIN)/demo --dir $(CURDIR)/.demo

@@ -1,11 +1,12 @@
 // Command demo runs `make demo`: a local management cluster and regions on real control planes,
-// with the demo tenant operator and regionsync agents, until Ctrl-C.
+// with the demo tenant operator and a regionsync agent per region, until Ctrl-C.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,10 +16,14 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", ".demo", "directory for kubeconfigs and logs (emptied first)")
+	self, _ := os.Executable()
+	dir := flag.String("dir", ".demo", "directory for kubeconfigs, agent configurations and logs (emptied first)")
+	agentBin := flag.String("agent", filepath.Join(filepath.Dir(self), "agent"), "agent binary")
+	exit := flag.Bool("exit", false, "tear down after the round trip instead of waiting for Ctrl-C")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
-	if err := demo.Run(ctrl.SetupSignalHandler(), demo.Options{Dir: *dir, Out: os.Stdout}); err != nil {
+	err := demo.Run(ctrl.SetupSignalHandler(), demo.Options{Dir: *dir, AgentBinary: *agentBin, Out: os.Stdout, Exit: *exit})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}

@@ -13,6 +13,9 @@ const (
 	Kind       = "AgentConfig"
 )
 
+// TypeMeta is the apiVersion and kind every configuration file carries.
+func TypeMeta() metav1.TypeMeta { return metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind} }
+
 // Defaults applied by Default.
 const (
 	DefaultAnnotationDomain     = "regionsync.dev"

@@ -71,7 +71,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.updateStatus(ctx, tenant, status)
+	if err := r.updateStatus(ctx, tenant, status); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil // a newer version is on its way; act on it
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
 }
 
 func (r *Reconciler) updateStatus(ctx context.Context, tenant *demov1alpha1.Tenant, status demov1alpha1.TenantStatus) error {

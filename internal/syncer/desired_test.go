@@ -1,0 +1,188 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/regionsync/regionsync/internal/shard"
+)
+
+var testKeys = shard.NewKeys("regionsync.dev")
+
+func obj(content map[string]any, labels, annotations map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "demo.regionsync.dev/v1alpha1", "kind": "Tenant"}}
+	for k, v := range content {
+		u.Object[k] = v
+	}
+	u.SetNamespace("ns")
+	u.SetName("acme-us")
+	u.SetUID("remote-uid")
+	u.SetLabels(labels)
+	u.SetAnnotations(annotations)
+	return u
+}
+
+func TestDesiredReplace(t *testing.T) {
+	remote := obj(map[string]any{"spec": map[string]any{"a": int64(1)}, "status": map[string]any{"x": "remote"}},
+		map[string]string{"tier": "gold"},
+		map[string]string{"note": "n", testKeys.RemoteGeneration: "3", testKeys.Paused: "false", testKeys.TraceParent: "00-x"})
+	live := obj(map[string]any{"spec": map[string]any{"a": int64(2), "b": true}, "extra": "gone", "status": map[string]any{"x": "local"}},
+		map[string]string{"local": "kept"}, map[string]string{"kubectl.kubernetes.io/last-applied": "kept"})
+	got := desiredReplace(remote, live, types.NamespacedName{Namespace: "ns", Name: "acme"}, testKeys, "us")
+
+	if !contentEqual(got.Object, remote.Object) {
+		t.Errorf("content %v, want the remote's %v", got.Object, remote.Object)
+	}
+	if got.Object["status"].(map[string]any)["x"] != "local" {
+		t.Errorf("local status replaced: %v", got.Object["status"])
+	}
+	if l := got.GetLabels(); l["tier"] != "gold" || l["local"] != "kept" || l[testKeys.Region] != "us" {
+		t.Errorf("labels %v", l)
+	}
+	a := got.GetAnnotations()
+	for _, k := range []string{testKeys.RemoteGeneration, testKeys.Paused, testKeys.TraceParent} {
+		if _, ok := a[k]; ok {
+			t.Errorf("agent key %s copied down: %v", k, a)
+		}
+	}
+	if a["note"] != "n" || a[testKeys.RemoteUID] != "remote-uid" || a["kubectl.kubernetes.io/last-applied"] != "kept" {
+		t.Errorf("annotations %v", a)
+	}
+	if !replaceInSync(remote, got, testKeys, "us") {
+		t.Error("the desired object is not in sync with itself")
+	}
+	if replaceInSync(remote, live, testKeys, "us") {
+		t.Error("drifted object reported in sync")
+	}
+	// The remote must not be modified by building the local copy.
+	remote.Object["spec"].(map[string]any)["a"] = int64(99)
+	if got.Object["spec"].(map[string]any)["a"] != int64(1) {
+		t.Error("desired object shares memory with the remote")
+	}
+}
+
+func TestApplyInSync(t *testing.T) {
+	remote := obj(map[string]any{"spec": map[string]any{"a": int64(1), "list": []any{"x"}}}, nil, nil)
+	key := types.NamespacedName{Namespace: "ns", Name: "acme"}
+	desired, hash := desiredApply(remote, key, testKeys, "us")
+	cases := map[string]struct {
+		edit func(live *unstructured.Unstructured)
+		want bool
+	}{
+		"identical":              {func(*unstructured.Unstructured) {}, true},
+		"local-owned field kept": {func(l *unstructured.Unstructured) { l.Object["spec"].(map[string]any)["replicas"] = int64(3) }, true},
+		"local label added":      {func(l *unstructured.Unstructured) { l.SetLabels(merged(l.GetLabels(), map[string]string{"x": "y"})) }, true},
+		"drift on remote field":  {func(l *unstructured.Unstructured) { l.Object["spec"].(map[string]any)["a"] = int64(2) }, false},
+		"list element changed":   {func(l *unstructured.Unstructured) { l.Object["spec"].(map[string]any)["list"] = []any{"y"} }, false},
+		"list grew":              {func(l *unstructured.Unstructured) { l.Object["spec"].(map[string]any)["list"] = []any{"x", "y"} }, false},
+		"hash differs":           {func(l *unstructured.Unstructured) { l.SetAnnotations(map[string]string{testKeys.AppliedHash: "old"}) }, false},
+		"mark removed":           {func(l *unstructured.Unstructured) { l.SetLabels(nil) }, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			live := desired.DeepCopy()
+			tc.edit(live)
+			if got := applyInSync(desired, hash, live, testKeys); got != tc.want {
+				t.Fatalf("applyInSync = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// A field removed on the remote changes the hash, so the copy is re-applied.
+	delete(remote.Object["spec"].(map[string]any), "list")
+	if _, h2 := desiredApply(remote, key, testKeys, "us"); h2 == hash {
+		t.Fatal("hash ignores a removed field")
+	}
+}
+
+func TestHashSecretData(t *testing.T) {
+	a := hashSecretData("Opaque", map[string][]byte{"k": []byte("v"), "k2": []byte("v2")})
+	if a != hashSecretData("Opaque", map[string][]byte{"k2": []byte("v2"), "k": []byte("v")}) {
+		t.Error("hash depends on map order")
+	}
+	for name, other := range map[string]string{
+		"value":  hashSecretData("Opaque", map[string][]byte{"k": []byte("w"), "k2": []byte("v2")}),
+		"type":   hashSecretData("kubernetes.io/tls", map[string][]byte{"k": []byte("v"), "k2": []byte("v2")}),
+		"split":  hashSecretData("Opaque", map[string][]byte{"k": []byte("vk2"), "": []byte("v2")}),
+		"absent": hashSecretData("Opaque", map[string][]byte{"k": []byte("v")}),
+	} {
+		if other == a {
+			t.Errorf("hash ignores a different %s", name)
+		}
+	}
+}
+
+func TestDeletionBudget(t *testing.T) {
+	cases := map[string]struct {
+		budget           DeletionBudget
+		orphans, managed int
+		want             bool
+	}{
+		"none orphaned":             {DeletionBudget{0.5, 10}, 0, 1000, true},
+		"small shard under minimum": {DeletionBudget{0.5, 10}, 3, 3, true},
+		"at the fraction":           {DeletionBudget{0.5, 0}, 50, 100, true},
+		"beyond the fraction":       {DeletionBudget{0.5, 0}, 51, 100, false},
+		"everything vanished":       {DeletionBudget{0.5, 10}, 1000, 1000, false},
+		"minimum dominates":         {DeletionBudget{0.01, 10}, 10, 100, true},
+		"fraction one allows all":   {DeletionBudget{1, 0}, 100, 100, true},
+	}
+	for name, tc := range cases {
+		if got := tc.budget.Allows(tc.orphans, tc.managed); got != tc.want {
+			t.Errorf("%s: Allows(%d, %d) = %v", name, tc.orphans, tc.managed, got)
+		}
+	}
+}
+
+func TestBudgetGateReusesVerdict(t *testing.T) {
+	calls, orphans := 0, 9
+	now := time.Unix(0, 0)
+	g := newBudgetGate(DeletionBudget{MaxFraction: 0.5}, func(context.Context) (int, int, error) {
+		calls++
+		return orphans, 10, nil
+	})
+	g.now = func() time.Time { return now }
+	ctx := context.Background()
+	if ok, _, _, _ := g.Check(ctx); ok {
+		t.Fatal("9 of 10 orphaned allowed")
+	}
+	if held, n := g.Held(); !held || n != 9 {
+		t.Fatalf("Held() = %v, %d", held, n)
+	}
+	orphans = 1
+	g.Check(ctx)
+	if calls != 1 {
+		t.Fatalf("verdict not reused: %d counts", calls)
+	}
+	now = now.Add(2 * time.Second)
+	if ok, _, _, _ := g.Check(ctx); !ok || calls != 2 {
+		t.Fatalf("stale verdict kept: ok=%v calls=%d", ok, calls)
+	}
+	g2 := newBudgetGate(DeletionBudget{MaxFraction: 1}, func(context.Context) (int, int, error) { return 0, 0, errors.New("boom") })
+	if ok, _, _, err := g2.Check(ctx); ok || err == nil {
+		t.Fatal("a failed count must not allow deletions")
+	}
+}
+
+// FuzzIsSubset: a value is always a subset of itself and of a copy with extra map keys.
+func FuzzIsSubset(f *testing.F) {
+	f.Add("a", int64(1), "b", true)
+	f.Fuzz(func(t *testing.T, k1 string, v1 int64, k2 string, v2 bool) {
+		want := map[string]any{k1: v1, "nested": map[string]any{k2: v2, "l": []any{v1, k1}}}
+		got := deepCopyJSON(want).(map[string]any)
+		if !isSubset(want, got) {
+			t.Fatal("not a subset of its copy")
+		}
+		got["extra-"+k1] = "x"
+		got["nested"].(map[string]any)["extra-"+k2] = "y"
+		if !isSubset(want, got) {
+			t.Fatal("extra keys broke the subset")
+		}
+		if hashJSON(want) != hashJSON(deepCopyJSON(want)) {
+			t.Fatal("hash of a copy differs")
+		}
+	})
+}
