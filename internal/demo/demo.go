@@ -227,4 +227,3 @@ func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local cl
 		keys.RemoteGeneration, remote.Annotations[keys.RemoteGeneration], keys.LocalGeneration, remote.Annotations[keys.LocalGeneration])
 	return nil
 }
-

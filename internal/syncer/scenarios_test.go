@@ -569,4 +569,3 @@ func TestWritesPerChange(t *testing.T) {
 		t.Errorf("management writes per spec change: %v, want 1 generation patch + 1 status upload", remote)
 	}
 }
-

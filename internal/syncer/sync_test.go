@@ -169,4 +169,3 @@ func TestRemoteDeletedKeepsForeignNamespace(t *testing.T) {
 		t.Fatalf("foreign namespace was deleted: %v %v", err, lns.DeletionTimestamp)
 	}
 }
-
