@@ -569,3 +569,36 @@ func TestWritesPerChange(t *testing.T) {
 		t.Errorf("management writes per spec change: %v, want 1 generation patch + 1 status upload", remote)
 	}
 }
+
+// annotationDomain cloud.teleport.dev: exactly gravitational/sync-controller's keys and finalizer,
+// and a namespace that controller created (owner name only) is recognised as owned.
+func TestSyncControllerCompatibility(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.AnnotationDomain = "cloud.teleport.dev" }))
+	ns := e.remoteNamespace("teleport")
+	legacy := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Annotations: map[string]string{"cloud.teleport.dev/sync-owner": "acme"}}}
+	if err := e.local.Create(e.ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	e.tenant(ns, "acme", "Acme")
+	remote, _ := e.waitSynced(ns, "acme")
+	if !slices.Contains(remote.Finalizers, "cloud.teleport.dev/sync-local") {
+		t.Fatalf("finalizers %v", remote.Finalizers)
+	}
+	for _, k := range []string{"cloud.teleport.dev/sync-remote-generation", "cloud.teleport.dev/sync-local-generation"} {
+		if remote.Annotations[k] == "" {
+			t.Fatalf("annotation %s missing: %v", k, remote.Annotations)
+		}
+	}
+	if err := e.mgmt.Delete(e.ctx, remote); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the legacy-owned namespace is deleted with its object", func() error {
+		n := &corev1.Namespace{}
+		err := e.local.Get(e.ctx, client.ObjectKey{Name: ns}, n)
+		if apierrors.IsNotFound(err) || (err == nil && !n.DeletionTimestamp.IsZero()) {
+			return nil
+		}
+		return fmt.Errorf("namespace %v", err)
+	})
+}
