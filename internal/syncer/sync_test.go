@@ -89,28 +89,39 @@ func TestSpecUpdateBumpsGenerations(t *testing.T) {
 	}
 }
 
-// Objects outside the shard are ignored: other suffix, no suffix, other prefix.
+// Objects outside the shard are ignored: other suffix, no suffix, other namespace prefix.
 func TestOutsideShardIgnored(t *testing.T) {
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Shard.NamespacePrefix = "" }))
-	ns := e.remoteNamespace("outside")
-	for _, name := range []string{"other-region-x", "nosuffix"} {
-		o := &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: demov1alpha1.TenantSpec{DisplayName: "x"}}
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Shard.NamespacePrefix = "t" }))
+	ns := e.remoteNamespace("outside") // "tNN-outside": has the prefix
+	other := "x" + ns                  // lacks the prefix
+	if err := e.mgmt.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}); err != nil {
+		t.Fatal(err)
+	}
+	outside := []client.ObjectKey{
+		{Namespace: ns, Name: "other-region-x"},
+		{Namespace: ns, Name: "nosuffix"},
+		{Namespace: other, Name: "acme" + e.suffix},
+	}
+	for _, k := range outside {
+		o := &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}, Spec: demov1alpha1.TenantSpec{DisplayName: "x"}}
 		if err := e.mgmt.Create(e.ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.tenant(ns, "inside", "In")
 	e.waitSynced(ns, "inside")
-	for _, name := range []string{"other-region-x", "nosuffix"} {
+	for _, k := range outside {
 		o := &demov1alpha1.Tenant{}
-		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+		if err := e.mgmt.Get(e.ctx, k, o); err != nil {
 			t.Fatal(err)
 		}
 		if len(o.Finalizers) != 0 || len(o.Annotations) != 0 {
-			t.Errorf("%s outside the shard was touched: %v %v", name, o.Finalizers, o.Annotations)
+			t.Errorf("%s outside the shard was touched: %v %v", k, o.Finalizers, o.Annotations)
 		}
-		if _, err := e.getLocal(ns, name); !apierrors.IsNotFound(err) {
-			t.Errorf("%s outside the shard was copied: %v", name, err)
+	}
+	for _, k := range []client.ObjectKey{{Namespace: ns, Name: "other-region-x"}, {Namespace: ns, Name: "nosuffix"}, {Namespace: other, Name: "acme"}} {
+		if _, err := e.getLocal(k.Namespace, k.Name); !apierrors.IsNotFound(err) {
+			t.Errorf("%s outside the shard was copied: %v", k, err)
 		}
 	}
 }
