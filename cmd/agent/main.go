@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -23,6 +24,7 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	klog.SetLogger(ctrl.Log.WithName("client-go")) // leader election and client-go log through the same logger
 
 	if *configPath == "" {
 		fmt.Fprintln(os.Stderr, "agent: --config is required")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/config"
 	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
 )
 
@@ -37,6 +38,7 @@ const (
 type Agent struct {
 	Manager manager.Manager
 	Engine  *syncer.Engine
+	leader  *fleetLeader
 }
 
 // ManagementConfig loads the management cluster's client config from the configured kubeconfig.
@@ -96,6 +98,13 @@ func New(cfg *config.AgentConfig, localConfig, remoteConfig *rest.Config, opts O
 	if err != nil {
 		return nil, err
 	}
+	leader, err := newFleetLeader(cfg, mgr, engine, remoteConfig, log.WithName("claim"))
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(leader); err != nil {
+		return nil, err
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -109,8 +118,11 @@ func New(cfg *config.AgentConfig, localConfig, remoteConfig *rest.Config, opts O
 	}); err != nil {
 		return nil, err
 	}
-	return &Agent{Manager: mgr, Engine: engine}, nil
+	return &Agent{Manager: mgr, Engine: engine, leader: leader}, nil
 }
+
+// Claim returns the shard claim as this replica sees it.
+func (a *Agent) Claim() shard.ClaimState { return a.leader.claimState() }
 
 // Start runs the agent until ctx ends.
 func (a *Agent) Start(ctx context.Context) error { return a.Manager.Start(ctx) }

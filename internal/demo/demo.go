@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/config"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
@@ -91,6 +92,9 @@ func Run(ctx context.Context, opts Options) error {
 	defer cancel()
 	errc := make(chan error, len(Regions))
 	mgmt := fleet.Cluster(Management)
+	if err := prepareManagement(ctx, mgmt.Client); err != nil {
+		return err
+	}
 	for i, region := range Regions {
 		c := fleet.Cluster(region)
 		if err := startOperator(runCtx, c, region, errc); err != nil {
@@ -164,6 +168,21 @@ func startOperator(ctx context.Context, c *testenv.Cluster, region string, errc 
 		return err
 	}
 	go func() { errc <- mgr.Start(ctx) }()
+	return nil
+}
+
+// prepareManagement creates what the operator sets up on management before adding regions: the
+// namespace of the shard Leases and one Region object per region.
+func prepareManagement(ctx context.Context, mgmt client.Client) error {
+	if err := mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}}); err != nil {
+		return err
+	}
+	for _, region := range Regions {
+		r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: region}, Spec: regionsyncv1alpha1.RegionSpec{Description: "demo region " + region}}
+		if err := mgmt.Create(ctx, r); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 )
 
 // New returns a new scheme with every kind regionsync knows.
@@ -15,5 +16,6 @@ func New() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(demov1alpha1.AddToScheme(s))
+	utilruntime.Must(regionsyncv1alpha1.AddToScheme(s))
 	return s
 }

@@ -75,9 +75,12 @@ func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
 }
 
-// Engine runs one controller per configured kind. It is a leader-only runnable of the local
-// manager; it connects to management when management answers and never blocks the agent's
-// start on it.
+// Engine owns the agent's connection to management and runs one controller per configured kind.
+//
+// The engine itself runs on every replica (NeedLeaderElection is false): it waits for
+// management, starts the management cache and warms the local informers, so a standby that
+// becomes leader does not re-list anything. The controllers run only through RunControllers,
+// which the leader calls while it holds the region's shard claim.
 type Engine struct {
 	cfg          *config.AgentConfig
 	mgr          manager.Manager
@@ -89,8 +92,14 @@ type Engine struct {
 	log          logr.Logger
 
 	connected atomic.Bool
-	// session is the management cluster of the running session (nil between sessions).
-	session atomic.Pointer[cluster.Cluster]
+	// session is the management cluster, set once management has answered.
+	session      atomic.Pointer[cluster.Cluster]
+	sessionReady chan struct{}
+	// reconcilers, one per kind, built with the session (read-only once sessionReady is
+	// closed) and kept so that object states survive a lost and regained claim.
+	reconcilers []*Reconciler
+	// writes gates every write to management: open only while the shard claim is held.
+	writes WriteGate
 }
 
 // ErrNoSession is returned while the engine is not connected to management.
@@ -125,7 +134,7 @@ func NewEngine(cfg *config.AgentConfig, mgr manager.Manager, remoteConfig *rest.
 	e := &Engine{
 		cfg: cfg, mgr: mgr, remoteConfig: remoteConfig, log: log,
 		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: GVKs(cfg),
-		secretCaches: map[string]cache.Cache{},
+		secretCaches: map[string]cache.Cache{}, sessionReady: make(chan struct{}),
 	}
 	// One small cache per secret name, selected by field: the agent never caches other Secrets.
 	for _, res := range cfg.Resources {
@@ -157,36 +166,58 @@ func NewEngine(cfg *config.AgentConfig, mgr manager.Manager, remoteConfig *rest.
 	return e, nil
 }
 
-// NeedLeaderElection makes the engine run on the leader only.
-func (e *Engine) NeedLeaderElection() bool { return true }
+// NeedLeaderElection is false: every replica connects and keeps warm caches.
+func (e *Engine) NeedLeaderElection() bool { return false }
 
 // ManagementConnected reports whether the last probe of management succeeded.
 func (e *Engine) ManagementConnected() bool { return e.connected.Load() }
 
-// Start waits for management, then runs the remote session until ctx ends, reconnecting with
-// backoff when the session fails.
+// SessionReady is closed once the management cache has been started.
+func (e *Engine) SessionReady() <-chan struct{} { return e.sessionReady }
+
+// ManagementConfig is the rest.Config the engine uses for management.
+func (e *Engine) ManagementConfig() *rest.Config { return e.remoteConfig }
+
+// Writes is the gate of every write to management.
+func (e *Engine) Writes() *WriteGate { return &e.writes }
+
+// Start waits for management, then starts the management cache and warms every informer; it
+// returns when ctx ends.
 func (e *Engine) Start(ctx context.Context) error {
 	disc, err := discovery.NewDiscoveryClientForConfig(withTimeout(e.remoteConfig, 5*time.Second))
 	if err != nil {
 		return fmt.Errorf("management client: %w", err)
 	}
 	go e.probe(ctx, disc)
-	backoff := time.Second
-	for {
-		if err := e.waitForManagement(ctx, disc); err != nil {
-			return nil // ctx done
+	if err := e.waitForManagement(ctx, disc); err != nil {
+		return nil // ctx done
+	}
+	remote, err := e.newRemoteCluster()
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- remote.Start(ctx) }()
+	// Warm standby: informers for every kind on both sides start now, on every replica.
+	for _, gvk := range e.gvks {
+		if _, err := remote.GetCache().GetInformer(ctx, unstructuredFor(gvk)); err != nil {
+			return fmt.Errorf("management informer for %s: %w", KindName(gvk), err)
 		}
-		err := e.runSession(ctx)
-		if ctx.Err() != nil {
-			return nil
+		if _, err := e.mgr.GetCache().GetInformer(ctx, unstructuredFor(gvk)); err != nil {
+			return fmt.Errorf("local informer for %s: %w", KindName(gvk), err)
 		}
-		e.log.Error(err, "management session ended; reconnecting", "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
+	}
+	for i, gvk := range e.gvks {
+		e.reconcilers = append(e.reconcilers, e.newReconciler(remote, e.cfg.Resources[i], gvk))
+	}
+	e.session.Store(&remote)
+	close(e.sessionReady)
+	e.log.Info("connected to management; caches warming", "host", e.remoteConfig.Host, "kinds", len(e.gvks))
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("management cache stopped: %w", err)
 	}
 }
 
@@ -198,7 +229,7 @@ func withTimeout(cfg *rest.Config, d time.Duration) *rest.Config {
 
 // probe keeps the management-connected state and metric current.
 func (e *Engine) probe(ctx context.Context, disc discovery.DiscoveryInterface) {
-	t := time.NewTicker(10 * time.Second)
+	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
 		e.setConnected(ping(disc) == nil)
@@ -228,7 +259,7 @@ func (e *Engine) setConnected(ok bool) {
 }
 
 func (e *Engine) waitForManagement(ctx context.Context, disc discovery.DiscoveryInterface) error {
-	wait := time.Second
+	wait := 500 * time.Millisecond
 	for {
 		err := ping(disc)
 		e.setConnected(err == nil)
@@ -241,14 +272,13 @@ func (e *Engine) waitForManagement(ctx context.Context, disc discovery.Discovery
 			return ctx.Err()
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 15*time.Second)
+		wait = min(2*wait, 10*time.Second)
 	}
 }
 
-// runSession connects a management cluster.Cluster, whose cache is filtered server-side by the
-// shard's label selector, and runs every kind's controller against it until ctx ends or
-// something fails.
-func (e *Engine) runSession(ctx context.Context) error {
+// newRemoteCluster builds the management cluster.Cluster, whose cache holds the configured kinds
+// filtered server-side by the shard's label selector.
+func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
 	resync := e.cfg.ResyncPeriod.Duration
 	byObject := map[client.Object]cache.ByObject{}
 	for _, gvk := range e.gvks {
@@ -265,35 +295,56 @@ func (e *Engine) runSession(ctx context.Context) error {
 		o.Client = ClientOptions()
 	})
 	if err != nil {
-		return fmt.Errorf("management cluster: %w", err)
+		return nil, fmt.Errorf("management cluster: %w", err)
 	}
-	sessionCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, len(e.gvks)+1)
-	go func() { errc <- remote.Start(sessionCtx) }()
+	return remote, nil
+}
 
-	for i, gvk := range e.gvks {
-		c, err := e.newController(remote, e.cfg.Resources[i], gvk)
-		if err != nil {
-			return err
-		}
-		go func() { errc <- c.Start(sessionCtx) }()
-	}
-	e.session.Store(&remote)
-	defer e.session.Store(nil)
-	e.log.Info("management session started", "host", e.remoteConfig.Host, "kinds", len(e.gvks))
+// RunControllers runs every kind's controller until ctx ends (the claim is lost or the agent
+// stops). Writes to management pass only while the write gate is open.
+func (e *Engine) RunControllers(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return nil
-	case err := <-errc:
-		if err == nil {
-			err = errors.New("stopped unexpectedly")
-		}
-		return err
+	case <-e.sessionReady:
 	}
+	remote := *e.session.Load()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(e.reconcilers))
+	for _, r := range e.reconcilers {
+		c, err := e.newController(remote, r)
+		if err != nil {
+			return err
+		}
+		go func() { errc <- c.Start(ctx) }()
+	}
+	e.log.Info("syncing", "kinds", len(e.reconcilers))
+	var first error
+	for range e.reconcilers {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
 }
 
-func (e *Engine) newController(remote cluster.Cluster, res config.ResourceConfig, gvk schema.GroupVersionKind) (controller.Controller, error) {
+// Stats returns each kind's object counts (empty until management has been reached).
+func (e *Engine) Stats() []Stats {
+	select {
+	case <-e.sessionReady:
+	default:
+		return nil
+	}
+	out := make([]Stats, 0, len(e.reconcilers))
+	for _, r := range e.reconcilers {
+		out = append(out, r.Stats())
+	}
+	return out
+}
+
+func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig, gvk schema.GroupVersionKind) *Reconciler {
 	secrets := map[string]client.Reader{}
 	for _, name := range res.Secrets {
 		secrets[name] = e.secretCaches[name]
@@ -305,7 +356,7 @@ func (e *Engine) newController(remote cluster.Cluster, res config.ResourceConfig
 		Region:        e.cfg.Region,
 		Keys:          e.keys,
 		Mapper:        e.mapper,
-		Remote:        remote.GetClient(),
+		Remote:        &gatedClient{Client: remote.GetClient(), gate: &e.writes},
 		RemoteAPI:     remote.GetAPIReader(),
 		Local:         e.mgr.GetClient(),
 		LocalAPI:      e.mgr.GetAPIReader(),
@@ -315,13 +366,18 @@ func (e *Engine) newController(remote cluster.Cluster, res config.ResourceConfig
 		RemoteEvents:  remote.GetEventRecorder(EventSource),
 		SecretRecheck: e.cfg.ResyncPeriod.Duration,
 		Log:           e.log.WithValues("resource", KindName(gvk)),
+		states:        newStateTracker(KindName(gvk)),
 	}
 	r.Budget = newBudgetGate(budget, r.countOrphans)
+	return r
+}
 
+func (e *Engine) newController(remote cluster.Cluster, r *Reconciler) (controller.Controller, error) {
+	gvk, res := r.GVK, r.Resource
 	c, err := controller.NewUnmanaged(strings.ToLower(KindName(gvk)), controller.Options{
 		Reconciler:              r,
 		MaxConcurrentReconciles: res.Concurrency,
-		SkipNameValidation:      ptrTo(true), // a new session builds the controller again
+		SkipNameValidation:      ptrTo(true), // a regained claim builds the controller again
 		CacheSyncTimeout:        2 * time.Minute,
 		LogConstructor: func(*reconcile.Request) logr.Logger {
 			return r.Log

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -49,6 +50,7 @@ func TestMain(m *testing.M) {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	} else {
 		ctrl.SetLogger(logr.Discard())
+		klog.SetLogger(logr.Discard())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var err error
@@ -58,6 +60,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	management, region = fleet.Cluster("management"), fleet.Cluster("region")
+	// Shard Leases live in this management namespace.
+	if err := management.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// The region runs the demo tenant operator, unaware of regionsync, as a real region would.
 	mgr, err := ctrl.NewManager(region.Config, ctrl.Options{
 		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},

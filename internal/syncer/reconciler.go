@@ -69,6 +69,8 @@ type Reconciler struct {
 
 	// uploaded remembers, per remote secret, the hash known to be on management and when.
 	uploaded sync.Map
+	// states is each shard object's state after its last reconcile.
+	states *stateTracker
 }
 
 type uploadedSecret struct {
@@ -95,17 +97,46 @@ func (r *Reconciler) newObject() *unstructured.Unstructured {
 
 func (r *Reconciler) count(direction, result string) {
 	telemetry.Syncs.WithLabelValues(r.Name(), direction, result).Inc()
+	if result == telemetry.ResultWritten {
+		r.states.wrote(time.Now())
+	}
 }
 
-// Reconcile syncs the remote object req and its local copy.
+// Stats returns the kind's object counts by state and its held deletions.
+func (r *Reconciler) Stats() Stats {
+	s := r.states.stats()
+	if held, n := r.Budget.Held(); held {
+		s.DeletionsHeld = n
+	}
+	return s
+}
+
+// Reconcile syncs the remote object req and its local copy, and records the object's state.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	defer func() { telemetry.SyncDuration.WithLabelValues(r.Name()).Observe(time.Since(start).Seconds()) }()
+	state := StateSynced
+	result, err := r.reconcile(ctx, req, &state)
+	switch {
+	case state == "" || state == StatePaused || state == StateInvalid:
+	case err != nil:
+		state = StateFailed
+	case result.RequeueAfter > 0:
+		state = StatePending
+	}
+	r.states.set(req.NamespacedName, state)
+	return result, err
+}
+
+// reconcile runs the phases; it sets *state to "" when the object no longer belongs to the
+// shard's live objects, or to the paused, invalid or pending state where it stops.
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, state *string) (ctrl.Result, error) {
 	log := r.Log.WithValues("remote", req.NamespacedName)
 	ctx = logr.NewContext(ctx, log)
 
 	localKey, mapErr := r.Mapper.ToLocal(req.NamespacedName)
 	if errors.Is(mapErr, shard.ErrNotInShard) {
+		*state = ""
 		return ctrl.Result{}, nil
 	}
 	remote := r.newObject()
@@ -116,6 +147,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		remote = nil
 	}
 	if mapErr != nil {
+		*state = StateInvalid
+		if remote == nil {
+			*state = ""
+		}
 		// A bad input: report it, never retry it, and let every other object go on.
 		r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
 		log.Error(mapErr, "invalid mapping; object skipped")
@@ -136,18 +171,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	if remote == nil {
+		*state = ""
+		if local != nil {
+			*state = StatePending // an orphan: deleted, held or kept
+		}
 		return r.orphaned(ctx, req.NamespacedName, local)
 	}
 	if r.Keys.IsPaused(remote.GetAnnotations()) || (local != nil && r.Keys.IsPaused(local.GetAnnotations())) {
+		*state = StatePaused
 		r.count(telemetry.DirectionDown, telemetry.ResultPaused)
 		return ctrl.Result{}, nil
 	}
 	if !remote.GetDeletionTimestamp().IsZero() {
+		*state = StatePending
 		return r.remoteDeleting(ctx, remote, local)
 	}
 
 	// 1. Claim: the finalizer first, then act on the event it causes.
 	if !controllerutil.ContainsFinalizer(remote, r.Keys.Finalizer) {
+		*state = StatePending
 		return ctrl.Result{}, r.claim(ctx, remote)
 	}
 	// 2. Status up. When it fails, spec is not downloaded in this pass: management must see
@@ -161,6 +203,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// 4. Spec down.
 	local, result, err := r.specDown(ctx, remote, localKey, local)
 	if err != nil || local == nil {
+		*state = StatePending
 		return result, errors.Join(err, secretsErr)
 	}
 	// 5. Generation annotations.

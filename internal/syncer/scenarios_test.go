@@ -332,6 +332,7 @@ func TestStatusUploadFailureBlocksSpec(t *testing.T) {
 			{APIGroups: []string{"demo.regionsync.dev"}, Resources: []string{"tenants"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{

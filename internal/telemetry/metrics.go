@@ -55,6 +55,26 @@ var (
 		Help: "Local copies whose remote object vanished and whose deletion the deletion budget holds.",
 	}, []string{"resource"})
 
+	// Objects is the number of shard objects per resource kind and state (synced, pending,
+	// failed, paused, invalid) after their last reconcile, on the leading replica.
+	Objects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regionsync_objects",
+		Help: "Shard objects by resource kind and state after their last reconcile (leader only).",
+	}, []string{"resource", "state"})
+
+	// ShardClaimed is 1 while this replica holds the region's shard claim and syncs it.
+	ShardClaimed = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "regionsync_shard_claimed",
+		Help: "1 while this agent holds its region's shard Lease on management and syncs it.",
+	})
+
+	// ShardConflict is 1 for the reason this agent cannot claim its shard (held by another fleet,
+	// overlapping another shard), else 0.
+	ShardConflict = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regionsync_shard_conflict",
+		Help: "1 when the shard cannot be claimed, by reason (HeldByOtherFleet, ShardOverlap).",
+	}, []string{"reason"})
+
 	// ManagementConnected is 1 while the management cluster answers.
 	ManagementConnected = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "regionsync_management_connected",
@@ -63,5 +83,6 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected)
+	metrics.Registry.MustRegister(Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
+		Objects, ShardClaimed, ShardConflict)
 }

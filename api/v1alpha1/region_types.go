@@ -1,0 +1,118 @@
+// Package v1alpha1 is the regionsync.dev API group: the cluster-scoped Region kind through which
+// each region's agent publishes its health on the management cluster.
+//
+// +kubebuilder:object:generate=true
+// +groupName=regionsync.dev
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// GroupVersion is the regionsync.dev API group and version.
+var GroupVersion = schema.GroupVersion{Group: "regionsync.dev", Version: "v1alpha1"}
+
+// SchemeBuilder registers the kinds; AddToScheme adds them to a scheme.
+var (
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	AddToScheme   = SchemeBuilder.AddToScheme
+)
+
+// Condition types of a Region.
+const (
+	// ConditionReady: connected, shard claimed, synced, nothing held.
+	ConditionReady = "Ready"
+	// ConditionManagementConnected: the agent reaches the management API server.
+	ConditionManagementConnected = "ManagementConnected"
+	// ConditionShardClaimed: the agent holds the region's shard Lease and no other live shard overlaps it.
+	ConditionShardClaimed = "ShardClaimed"
+	// ConditionSynced: no object of the shard is pending, failed or invalid.
+	ConditionSynced = "Synced"
+	// ConditionDeletionsHeld: the deletion budget holds deletions (True is the bad state).
+	ConditionDeletionsHeld = "DeletionsHeld"
+)
+
+// RegionSpec is written by the operator who adds the region.
+type RegionSpec struct {
+	// Description says what the region is for.
+	// +optional
+	Description string `json:"description,omitempty"`
+}
+
+// ResourceCounts are the objects of one synced kind by state.
+type ResourceCounts struct {
+	// Resource is the dotted kind, e.g. Tenant.demo.regionsync.dev.
+	Resource string `json:"resource"`
+	Synced   int32  `json:"synced"`
+	Pending  int32  `json:"pending"`
+	Failed   int32  `json:"failed"`
+	Paused   int32  `json:"paused"`
+	Invalid  int32  `json:"invalid"`
+	// DeletionsHeld counts local copies whose deletion the budget holds.
+	DeletionsHeld int32 `json:"deletionsHeld,omitempty"`
+}
+
+// RegionStatus is published by the region's leading agent.
+type RegionStatus struct {
+	// Conditions: Ready, ManagementConnected, ShardClaimed, Synced, DeletionsHeld.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Leader is the identity of the agent replica that leads the region.
+	// +optional
+	Leader string `json:"leader,omitempty"`
+	// ClusterID is the UID of the regional cluster's kube-system namespace.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// AgentVersion is the leading agent's version.
+	// +optional
+	AgentVersion string `json:"agentVersion,omitempty"`
+	// Shard describes the claimed shard.
+	// +optional
+	Shard string `json:"shard,omitempty"`
+	// Resources counts the shard's objects per kind.
+	// +optional
+	Resources []ResourceCounts `json:"resources,omitempty"`
+	// LastSyncTime is when the agent last wrote a change to either cluster.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// HeartbeatTime is refreshed by the leader at least every minute; its age is how long the
+	// region has been silent (the shard Lease's renewTime is the finer-grained heartbeat).
+	// +optional
+	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`
+}
+
+// Region is one regional cluster of the fleet. The operator creates it when adding the region;
+// the region's agent only updates its status.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
+// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`
+// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.heartbeatTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Region struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RegionSpec   `json:"spec,omitempty"`
+	Status RegionStatus `json:"status,omitempty"`
+}
+
+// RegionList is a list of Regions.
+//
+// +kubebuilder:object:root=true
+type RegionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Region `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Region{}, &RegionList{})
+}

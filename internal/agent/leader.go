@@ -1,0 +1,125 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/internal/health"
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer"
+)
+
+// fleetLeader is the leader-only part of the agent: it claims the region's shard on management,
+// publishes the Region status while it holds the claim, and runs the controllers while the claim
+// is held and no other live shard overlaps.
+type fleetLeader struct {
+	cfg     *config.AgentConfig
+	mgr     manager.Manager
+	engine  *syncer.Engine
+	mgmt    kubernetes.Interface
+	regions client.Client
+	log     logr.Logger
+	holder  string
+	claimer atomic.Pointer[shard.Claimer]
+}
+
+func newFleetLeader(cfg *config.AgentConfig, mgr manager.Manager, engine *syncer.Engine, remote *rest.Config, log logr.Logger) (*fleetLeader, error) {
+	mgmt, err := kubernetes.NewForConfig(remote)
+	if err != nil {
+		return nil, fmt.Errorf("management client: %w", err)
+	}
+	regions, err := client.New(remote, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, fmt.Errorf("management client: %w", err)
+	}
+	return &fleetLeader{cfg: cfg, mgr: mgr, engine: engine, mgmt: mgmt, regions: regions, log: log, holder: ReplicaName()}, nil
+}
+
+// ReplicaName identifies this replica: $POD_NAME in a cluster, else host and process ID.
+func ReplicaName() string {
+	if n := os.Getenv("POD_NAME"); n != "" {
+		return n
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// NeedLeaderElection: only the local leader claims the shard.
+func (l *fleetLeader) NeedLeaderElection() bool { return true }
+
+func (l *fleetLeader) claimState() shard.ClaimState {
+	if c := l.claimer.Load(); c != nil {
+		return c.State()
+	}
+	return shard.ClaimState{Reason: shard.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
+}
+
+// Start waits for management and the local cluster ID, then claims the shard until ctx ends.
+func (l *fleetLeader) Start(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-l.engine.SessionReady():
+	}
+	var clusterID string
+	for {
+		id, err := health.ClusterID(ctx, l.mgr.GetAPIReader())
+		if err == nil {
+			clusterID = id
+			break
+		}
+		l.log.Error(err, "retrying")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+	le := l.cfg.LeaderElection
+	def := shard.DefinitionOf(l.cfg)
+	gate := l.engine.Writes()
+	c := &shard.Claimer{
+		Client:    l.mgmt,
+		Namespace: l.cfg.Management.Namespace,
+		Def:       def,
+		// One identity per fleet: a new local leader of the same fleet takes the claim over at
+		// once; another fleet (other cluster or namespace) for the same region must wait.
+		Identity:      fmt.Sprintf("%s/%s@%s", l.cfg.Region, le.Namespace, clusterID),
+		Holder:        l.holder,
+		LeaseDuration: le.LeaseDuration.Duration,
+		RenewDeadline: le.RenewDeadline.Duration,
+		RetryPeriod:   le.RetryPeriod.Duration,
+		Log:           l.log,
+		WhileSyncing: func(ctx context.Context) error {
+			gate.Open()
+			stop := context.AfterFunc(ctx, gate.Close) // losing the claim stops writes at once
+			defer stop()
+			defer gate.Close()
+			return l.engine.RunControllers(ctx)
+		},
+	}
+	reporter := &health.Reporter{
+		Client: l.regions, Region: l.cfg.Region,
+		Leader: l.holder, ClusterID: clusterID, AgentVersion: Version, Shard: def.String(),
+		Sources: health.Sources{
+			ManagementConnected: l.engine.ManagementConnected,
+			Claim:               c.State,
+			Stats:               l.engine.Stats,
+		},
+		Log: l.log.WithName("region"),
+	}
+	c.WhileHeld = reporter.Run
+	l.claimer.Store(c)
+	return c.Start(ctx)
+}

@@ -1,0 +1,315 @@
+package shard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// Lease bookkeeping on management. These keys are regionsync's own (not under the configurable
+// annotation domain): every agent of every fleet must read them alike.
+const (
+	// LeaseLabel marks shard Leases so that agents can list each other's.
+	LeaseLabel = "regionsync.dev/shard-lease"
+	// DefinitionAnnotation holds the claimed Definition as JSON.
+	DefinitionAnnotation = "regionsync.dev/shard"
+	// StateAnnotation is "Syncing" or "Refused".
+	StateAnnotation = "regionsync.dev/shard-state"
+	// HolderAnnotation names the replica that syncs (for people; the Lease holder is the fleet).
+	HolderAnnotation = "regionsync.dev/holder"
+)
+
+// Claim states.
+const (
+	StateSyncing = "Syncing"
+	StateRefused = "Refused"
+)
+
+// Reasons a claim is not (yet) held.
+const (
+	ReasonClaimed          = "Claimed"
+	ReasonWaiting          = "Waiting"
+	ReasonHeldByOtherFleet = "HeldByOtherFleet"
+	ReasonShardOverlap     = "ShardOverlap"
+)
+
+// LeaseName is the name of a region's shard Lease.
+func LeaseName(region string) string { return "region-" + region }
+
+// ClaimState is the claim as this agent sees it.
+type ClaimState struct {
+	// Held: this agent holds the region's Lease.
+	Held bool
+	// Syncing: held and no overlapping live shard; the agent syncs.
+	Syncing bool
+	Reason  string
+	Message string
+}
+
+// Claimer claims a region's shard on management with client-go's leader election on the Lease
+// "region-<region>" and refuses to sync while another live shard overlaps its own.
+type Claimer struct {
+	// Client talks to management.
+	Client kubernetes.Interface
+	// Namespace holds the shard Leases on management.
+	Namespace string
+	Def       Definition
+	// Identity is the fleet's identity: every replica of one fleet (one local cluster, one
+	// leader-election namespace) shares it, so a new local leader takes the claim over at once;
+	// another fleet for the same region waits.
+	Identity string
+	// Holder names this replica (recorded on the Lease, shown on the Region).
+	Holder string
+
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	Log                                       logr.Logger
+
+	// WhileHeld runs while the Lease is held (the Region status reporter).
+	WhileHeld func(ctx context.Context)
+	// WhileSyncing runs while the Lease is held and no live shard overlaps (the controllers). Its
+	// ctx ends the moment the claim is lost.
+	WhileSyncing func(ctx context.Context) error
+
+	mu    sync.Mutex
+	state ClaimState
+}
+
+// State returns the current claim state.
+func (c *Claimer) State() ClaimState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+func (c *Claimer) set(s ClaimState) {
+	c.mu.Lock()
+	changed := c.state != s
+	c.state = s
+	c.mu.Unlock()
+	if !changed {
+		return
+	}
+	c.Log.Info("shard claim", "held", s.Held, "syncing", s.Syncing, "reason", s.Reason, "message", s.Message)
+	telemetry.ShardClaimed.Set(boolGauge(s.Syncing))
+	for _, r := range []string{ReasonHeldByOtherFleet, ReasonShardOverlap} {
+		telemetry.ShardConflict.WithLabelValues(r).Set(boolGauge(s.Reason == r))
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Start claims the shard until ctx ends, retrying after every loss. It releases the Lease when
+// ctx ends.
+func (c *Claimer) Start(ctx context.Context) error {
+	c.set(ClaimState{Reason: ReasonWaiting, Message: "waiting for the shard Lease " + c.Namespace + "/" + LeaseName(c.Def.Region)})
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: LeaseName(c.Def.Region)},
+		Client:     c.Client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+		Labels:     map[string]string{LeaseLabel: "true"},
+	}
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			Name:            LeaseName(c.Def.Region),
+			LeaseDuration:   c.LeaseDuration,
+			RenewDeadline:   c.RenewDeadline,
+			RetryPeriod:     c.RetryPeriod,
+			ReleaseOnCancel: true,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: c.held,
+				OnStoppedLeading: func() {
+					c.set(ClaimState{Reason: ReasonWaiting, Message: "shard Lease lost; writes to management stopped"})
+				},
+				OnNewLeader: func(identity string) {
+					if identity != c.Identity {
+						c.set(ClaimState{Reason: ReasonHeldByOtherFleet,
+							Message: fmt.Sprintf("shard Lease %s/%s is held by %s; another fleet syncs region %s", c.Namespace, LeaseName(c.Def.Region), identity, c.Def.Region)})
+					}
+				},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		le.Run(ctx)
+		if ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(c.RetryPeriod):
+			}
+		}
+	}
+	return nil
+}
+
+// held runs while the Lease is held: it records the shard on the Lease, refuses while another
+// live Syncing shard overlaps, and otherwise runs WhileSyncing.
+func (c *Claimer) held(ctx context.Context) {
+	var wg sync.WaitGroup
+	if c.WhileHeld != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.WhileHeld(ctx) }()
+	}
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		collision, err := c.collision(ctx)
+		if err != nil {
+			c.Log.Error(err, "reading other shards; retrying")
+			if !sleep(ctx, c.RetryPeriod) {
+				return
+			}
+			continue
+		}
+		if collision != "" {
+			c.set(ClaimState{Held: true, Reason: ReasonShardOverlap, Message: collision})
+			if err := c.annotate(ctx, StateRefused); err != nil {
+				c.Log.Error(err, "recording the refused shard on its Lease")
+			}
+			if !sleep(ctx, 3*c.RetryPeriod) {
+				return
+			}
+			continue
+		}
+		if err := c.annotate(ctx, StateSyncing); err != nil {
+			c.Log.Error(err, "recording the shard on its Lease; retrying")
+			if !sleep(ctx, c.RetryPeriod) {
+				return
+			}
+			continue
+		}
+		// Two overlapping shards that started together both got here: the older claim keeps
+		// syncing, the younger steps back (collision sees the older one as Syncing).
+		if collision, err = c.collision(ctx); err == nil && collision != "" {
+			continue
+		}
+		c.set(ClaimState{Held: true, Syncing: true, Reason: ReasonClaimed, Message: "syncing " + c.Def.String()})
+		if c.WhileSyncing != nil {
+			if err := c.WhileSyncing(ctx); err != nil && ctx.Err() == nil {
+				c.Log.Error(err, "sync stopped; restarting")
+				sleep(ctx, c.RetryPeriod)
+			}
+		} else {
+			<-ctx.Done()
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// collision returns a description of a live, syncing shard of another region that overlaps
+// ours and claimed earlier, or "".
+func (c *Claimer) collision(ctx context.Context) (string, error) {
+	leases, err := c.Client.CoordinationV1().Leases(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LeaseLabel + "=true"})
+	if err != nil {
+		return "", err
+	}
+	var own *coordinationv1.Lease
+	for i := range leases.Items {
+		if leases.Items[i].Name == LeaseName(c.Def.Region) {
+			own = &leases.Items[i]
+		}
+	}
+	sort.Slice(leases.Items, func(i, j int) bool { return leases.Items[i].Name < leases.Items[j].Name })
+	now := time.Now()
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		if l.Name == LeaseName(c.Def.Region) || !live(l, now) {
+			continue
+		}
+		var other Definition
+		if json.Unmarshal([]byte(l.Annotations[DefinitionAnnotation]), &other) != nil {
+			continue
+		}
+		overlap, why := Overlap(c.Def, other)
+		if !overlap {
+			continue
+		}
+		if l.Annotations[StateAnnotation] == StateSyncing && (own == nil || !claimedBefore(own, l)) {
+			return fmt.Sprintf("shard of %s collides with the live shard of %s (Lease %s/%s, held by %s): %s",
+				c.Def, other, c.Namespace, l.Name, deref(l.Spec.HolderIdentity), why), nil
+		}
+	}
+	return "", nil
+}
+
+// claimedBefore reports whether lease a was acquired before lease b (names break ties).
+func claimedBefore(a, b *coordinationv1.Lease) bool {
+	ta, tb := a.Spec.AcquireTime, b.Spec.AcquireTime
+	if ta == nil || tb == nil {
+		return false
+	}
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return a.Name < b.Name
+}
+
+func live(l *coordinationv1.Lease, now time.Time) bool {
+	if deref(l.Spec.HolderIdentity) == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return false
+	}
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second).After(now)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// annotate records the shard definition, its state and this replica on the Lease, only when
+// they changed.
+func (c *Claimer) annotate(ctx context.Context, state string) error {
+	leases := c.Client.CoordinationV1().Leases(c.Namespace)
+	l, err := leases.Get(ctx, LeaseName(c.Def.Region), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	def, err := json.Marshal(c.Def)
+	if err != nil {
+		return err
+	}
+	want := map[string]string{DefinitionAnnotation: string(def), StateAnnotation: state, HolderAnnotation: c.Holder}
+	same := true
+	for k, v := range want {
+		if l.Annotations[k] != v {
+			same = false
+		}
+	}
+	if same {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want, "resourceVersion": l.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = leases.Patch(ctx, l.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "regionsync"})
+	return err
+}
