@@ -117,7 +117,8 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 			Claim:               c.State,
 			Stats:               l.engine.Stats,
 		},
-		Log: l.log.WithName("region"),
+		Refresh: l.cfg.Telemetry.HeartbeatInterval.Duration,
+		Log:     l.log.WithName("region"),
 	}
 	c.WhileHeld = reporter.Run
 	l.claimer.Store(c)

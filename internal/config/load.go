@@ -63,6 +63,7 @@ func Parse(data []byte) (*AgentConfig, error) {
 // path, so a failed decode is checked against them to name the field.
 var durationFields = [][]string{
 	{"resyncPeriod"},
+	{"telemetry", "heartbeatInterval"},
 	{"leaderElection", "leaseDuration"},
 	{"leaderElection", "renewDeadline"},
 	{"leaderElection", "retryPeriod"},
@@ -144,6 +145,7 @@ func Default(c *AgentConfig) {
 	if c.Telemetry.HealthAddr == "" {
 		c.Telemetry.HealthAddr = DefaultHealthAddr
 	}
+	defaultDuration(&c.Telemetry.HeartbeatInterval, 30*time.Second)
 	if c.Telemetry.Tracing.SamplingRatio == nil {
 		c.Telemetry.Tracing.SamplingRatio = ptr(DefaultSamplingRatio)
 	}
@@ -360,6 +362,9 @@ func validateTelemetry(p *field.Path, t *TelemetryConfig) field.ErrorList {
 		if err := validateListenAddr(a.v); err != nil {
 			errs = append(errs, field.Invalid(p.Child(a.name), a.v, err.Error()))
 		}
+	}
+	if hb := t.HeartbeatInterval.Duration; hb < time.Second || hb > 10*time.Minute {
+		errs = append(errs, field.Invalid(p.Child("heartbeatInterval"), hb.String(), "must be between 1s and 10m"))
 	}
 	tp := p.Child("tracing")
 	if r := *t.Tracing.SamplingRatio; r < 0 || r > 1 {

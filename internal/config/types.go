@@ -148,6 +148,9 @@ type TelemetryConfig struct {
 	SecureMetrics bool `json:"secureMetrics,omitempty"`
 	// HealthAddr serves /healthz and /readyz ("0" disables, for tests only).
 	HealthAddr string `json:"healthAddr,omitempty"`
+	// HeartbeatInterval is how often the leader refreshes its Region's status.heartbeatTime
+	// (default 30s); status changes are published within seconds regardless.
+	HeartbeatInterval metav1.Duration `json:"heartbeatInterval,omitempty"`
 	// Tracing configures OpenTelemetry traces.
 	Tracing TracingConfig `json:"tracing,omitempty"`
 }

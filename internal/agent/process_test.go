@@ -1,0 +1,482 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/internal/testenv"
+)
+
+// These tests run the agent binary as separate processes (as in production) against real API
+// servers: leader election among replicas, the shard claim between fleets, the Region status and
+// management outages.
+
+var agentBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "regionsync-agent-bin-")
+	if err != nil {
+		panic(err)
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	agentBin = filepath.Join(dir, "agent")
+	build := exec.Command("go", "build", "-o", agentBin, "./cmd/agent")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the agent: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proc is one agent process.
+type proc struct {
+	name        string
+	cmd         *exec.Cmd
+	metrics     string
+	healthz     string
+	mu          sync.Mutex
+	log         strings.Builder
+	done        chan struct{}
+	exitErr     error
+	managementK string
+}
+
+func (p *proc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit after %v", p.name, sig)
+	}
+}
+
+// metric returns the value of an unlabelled metric, or of the first series whose labels contain
+// labelPart; -1 when absent.
+func (p *proc) metric(name, labelPart string) float64 {
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if labelPart == "" && !strings.HasPrefix(rest, " ") {
+			continue
+		}
+		if labelPart != "" && !strings.Contains(rest, labelPart) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			return v
+		}
+	}
+	return -1
+}
+
+// startAgent writes cfg and runs the agent against the local cluster.
+func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.AgentConfig) *proc {
+	t.Helper()
+	p := &proc{name: name, metrics: freeAddr(t), healthz: freeAddr(t), done: make(chan struct{})}
+	c := *cfg
+	c.Telemetry.MetricsAddr, c.Telemetry.HealthAddr = p.metrics, p.healthz
+	data, err := yaml.Marshal(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(agentBin, "--config", path, "--kubeconfig", local.Kubeconfig)
+	p.cmd.Env = append(os.Environ(), "POD_NAME="+name)
+	out, w := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+	}()
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		w.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if p.alive() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("--- log of %s (last 3000 bytes) ---\n%s", name, tail(p.logs(), 3000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// fleet is a management cluster with regional clusters for the process tests.
+type fleetEnv struct {
+	t          *testing.T
+	fleet      *testenv.Fleet
+	management *testenv.Cluster
+	ctx        context.Context
+}
+
+func newFleet(t *testing.T, regions ...string) *fleetEnv {
+	f := testenv.StartT(t, append([]string{"management"}, regions...)...)
+	e := &fleetEnv{t: t, fleet: f, management: f.Cluster("management"), ctx: context.Background()}
+	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}})
+	for _, r := range regions {
+		e.create(f.Cluster(r).Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultLeaderNamespace}})
+	}
+	return e
+}
+
+func (e *fleetEnv) create(c client.Client, o client.Object) {
+	e.t.Helper()
+	if err := c.Create(e.ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+}
+
+// agentConfig is a region's configuration with short leader-election durations.
+func agentConfig(region, suffix, managementKubeconfig string) *config.AgentConfig {
+	return &config.AgentConfig{
+		TypeMeta:   config.TypeMeta(),
+		Region:     region,
+		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig},
+		Shard:      config.ShardConfig{RemoteResourceSuffix: suffix},
+		Resources:  []config.ResourceConfig{{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}},
+		LeaderElection: config.LeaderElectionConfig{
+			LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
+			RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
+			RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
+		},
+		Telemetry: config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: time.Second}},
+	}
+}
+
+func (e *fleetEnv) tenant(ns, name string) {
+	e.t.Helper()
+	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	e.create(e.management.Client, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: demov1alpha1.TenantSpec{DisplayName: name}})
+}
+
+func (e *fleetEnv) waitLocal(c *testenv.Cluster, ns, name string, timeout time.Duration) time.Duration {
+	e.t.Helper()
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		return c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &demov1alpha1.Tenant{}) == nil, nil
+	})
+	if err != nil {
+		e.t.Fatalf("%s/%s never reached %s within %s", ns, name, c.Name, timeout)
+	}
+	return time.Since(start)
+}
+
+func (e *fleetEnv) eventually(what string, timeout time.Duration, cond func() error) {
+	e.t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	})
+	if err != nil {
+		e.t.Fatalf("%s: %v (last: %v)", what, err, last)
+	}
+}
+
+// leaderOf waits until exactly one of the processes syncs (holds the shard claim) and returns it.
+func (e *fleetEnv) leaderOf(procs ...*proc) *proc {
+	e.t.Helper()
+	var leader *proc
+	e.eventually("exactly one replica syncs", 30*time.Second, func() error {
+		leader = nil
+		n := 0
+		for _, p := range procs {
+			if p.alive() && p.metric("regionsync_shard_claimed", "") == 1 {
+				leader, n = p, n+1
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%d replicas hold the claim", n)
+		}
+		return nil
+	})
+	return leader
+}
+
+// Two replicas of one region: exactly one writes. SIGTERM on the leader hands over (the leases are
+// released), SIGKILL within the lease duration plus a few seconds; both measured several times.
+func TestLeaderFailover(t *testing.T) {
+	e := newFleet(t, "us-east-1")
+	local := e.fleet.Cluster("us-east-1")
+	cfg := agentConfig("us-east-1", "-us-east-1", e.management.Kubeconfig)
+	e.create(e.management.Client, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "us-east-1"}})
+	procs := []*proc{startAgent(t, "replica-a", local, cfg), startAgent(t, "replica-b", local, cfg)}
+	e.tenant("acme", "t0-us-east-1")
+	e.waitLocal(local, "acme", "t0", 30*time.Second)
+
+	leader := e.leaderOf(procs...)
+	for _, p := range procs {
+		written := p.metric("regionsync_syncs_total", `result="written"`)
+		if p != leader && written > 0 {
+			t.Fatalf("standby %s wrote: regionsync_syncs_total{result=written} = %v", p.name, written)
+		}
+		if p == leader && written <= 0 {
+			t.Fatalf("leader %s reports no writes", p.name)
+		}
+	}
+
+	next := 3
+	for round := 1; round <= 4; round++ {
+		sig := syscall.SIGTERM
+		if round%2 == 0 {
+			sig = syscall.SIGKILL
+		}
+		start := time.Now()
+		leader.signal(t, sig)
+		name := fmt.Sprintf("t%d", round)
+		e.tenant("acme", name+"-us-east-1")
+		limit := 2*time.Second + 10*time.Second // crash: lease duration (4s) local + management, plus margin
+		e.waitLocal(local, "acme", name, limit+20*time.Second)
+		handover := time.Since(start)
+		t.Logf("round %d: %v on the leader %s -> new object synced by the standby after %s", round, sig, leader.name, handover.Round(10*time.Millisecond))
+		if sig == syscall.SIGKILL && handover > cfg.LeaderElection.LeaseDuration.Duration+10*time.Second {
+			t.Errorf("crash handover took %s, want within the lease duration + a few seconds", handover)
+		}
+		// Replace the stopped replica so that the next round has a standby again.
+		var alive []*proc
+		for _, p := range procs {
+			if p.alive() {
+				alive = append(alive, p)
+			}
+		}
+		procs = append(alive, startAgent(t, fmt.Sprintf("replica-%d", next), local, cfg))
+		next++
+		leader = e.leaderOf(procs...)
+	}
+}
+
+// A second fleet for the same region waits and says why; an overlapping shard refuses, naming
+// the shard it collides with; when the first fleet dies and its claim expires, the second takes over.
+func TestShardConflicts(t *testing.T) {
+	e := newFleet(t, "us-east-1", "us-east-1-bis")
+	first, second := e.fleet.Cluster("us-east-1"), e.fleet.Cluster("us-east-1-bis")
+	e.create(e.management.Client, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "east-1"}})
+	cfg := agentConfig("us-east-1", "-us-east-1", e.management.Kubeconfig)
+	a := startAgent(t, "fleet-a", first, cfg)
+	e.tenant("acme", "t1-us-east-1")
+	e.waitLocal(first, "acme", "t1", 30*time.Second)
+
+	b := startAgent(t, "fleet-b", second, cfg)
+	overlap := startAgent(t, "east-1", second, agentConfig("east-1", "-east-1", e.management.Kubeconfig))
+	e.eventually("the second fleet reports the conflict", 30*time.Second, func() error {
+		if v := b.metric("regionsync_shard_conflict", `reason="HeldByOtherFleet"`); v != 1 {
+			return fmt.Errorf("shard_conflict{HeldByOtherFleet} = %v", v)
+		}
+		if !strings.Contains(b.logs(), "another fleet syncs region us-east-1") {
+			return fmt.Errorf("log does not say why")
+		}
+		return nil
+	})
+	e.eventually("the overlapping shard refuses and names the collision", 30*time.Second, func() error {
+		if v := overlap.metric("regionsync_shard_conflict", `reason="ShardOverlap"`); v != 1 {
+			return fmt.Errorf("shard_conflict{ShardOverlap} = %v", v)
+		}
+		r := &regionsyncv1alpha1.Region{}
+		if err := e.management.Client.Get(e.ctx, client.ObjectKey{Name: "east-1"}, r); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(r.Status.Conditions, regionsyncv1alpha1.ConditionShardClaimed)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ShardOverlap" || !strings.Contains(c.Message, "region us-east-1") {
+			return fmt.Errorf("ShardClaimed condition %+v", c)
+		}
+		return nil
+	})
+	// Neither wrote: the second fleet did not copy the first fleet's object.
+	if err := second.Client.Get(e.ctx, client.ObjectKey{Namespace: "acme", Name: "t1"}, &demov1alpha1.Tenant{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused agent copied an object: %v", err)
+	}
+	for _, p := range []*proc{b, overlap} {
+		if w := p.metric("regionsync_syncs_total", `result="written"`); w > 0 {
+			t.Fatalf("%s wrote %v times without the claim", p.name, w)
+		}
+	}
+
+	start := time.Now()
+	a.signal(t, syscall.SIGKILL) // its claim must expire
+	e.tenant("acme", "t2-us-east-1")
+	e.waitLocal(second, "acme", "t2", 60*time.Second)
+	e.waitLocal(second, "acme", "t1", 10*time.Second)
+	t.Logf("second fleet took over %s after the first was killed", time.Since(start).Round(10*time.Millisecond))
+}
+
+// The Region status on management: readiness, leader, counts matching the objects synced, a
+// heartbeat that stops when the agent stops; with management down the agent stays alive and
+// keeps its copies, and it reclaims and resumes when management is back.
+func TestRegionStatusAndManagementOutage(t *testing.T) {
+	e := newFleet(t, "eu-west-1")
+	local := e.fleet.Cluster("eu-west-1")
+	e.create(e.management.Client, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "eu-west-1"}})
+	proxy, err := testenv.NewProxy(e.management.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Up(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Down)
+	kc := filepath.Join(t.TempDir(), "management-via-proxy")
+	if err := testenv.WriteKubeconfig(kc, "management", proxy.Config(e.management.Config)); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, "eu-replica", local, agentConfig("eu-west-1", "-eu-west-1", kc))
+	for i := range 3 {
+		e.tenant("acme", fmt.Sprintf("t%d-eu-west-1", i))
+	}
+	for i := range 3 {
+		e.waitLocal(local, "acme", fmt.Sprintf("t%d", i), 30*time.Second)
+	}
+	region := &regionsyncv1alpha1.Region{}
+	e.eventually("Region status ready with matching counts", 30*time.Second, func() error {
+		if err := e.management.Client.Get(e.ctx, client.ObjectKey{Name: "eu-west-1"}, region); err != nil {
+			return err
+		}
+		st := region.Status
+		if !meta.IsStatusConditionTrue(st.Conditions, regionsyncv1alpha1.ConditionReady) {
+			return fmt.Errorf("not ready: %+v", st.Conditions)
+		}
+		if st.Leader != "eu-replica" || st.ClusterID == "" || st.HeartbeatTime == nil || st.LastSyncTime == nil {
+			return fmt.Errorf("leader %q clusterID %q heartbeat %v lastSync %v", st.Leader, st.ClusterID, st.HeartbeatTime, st.LastSyncTime)
+		}
+		if len(st.Resources) != 1 || st.Resources[0].Synced != 3 || st.Resources[0].Failed+st.Resources[0].Pending+st.Resources[0].Invalid != 0 {
+			return fmt.Errorf("counts %+v, want 3 synced", st.Resources)
+		}
+		return nil
+	})
+	if v := p.metric("regionsync_objects", `state="synced"`); v != 3 {
+		t.Fatalf("regionsync_objects{state=synced} = %v, want 3", v)
+	}
+
+	// Management down: liveness stays 200, the process stays up, copies stay.
+	proxy.Down()
+	time.Sleep(6 * time.Second) // beyond the claim's renew deadline
+	resp, err := http.Get("http://" + p.healthz + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("liveness with management down: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if !p.alive() {
+		t.Fatal("agent exited while management was down")
+	}
+	if v := p.metric("regionsync_management_connected", ""); v != 0 {
+		t.Fatalf("regionsync_management_connected = %v with management down", v)
+	}
+	for i := range 3 {
+		if err := local.Client.Get(e.ctx, client.ObjectKey{Namespace: "acme", Name: fmt.Sprintf("t%d", i)}, &demov1alpha1.Tenant{}); err != nil {
+			t.Fatalf("local copy lost during the outage: %v", err)
+		}
+	}
+	// Back: it reclaims the shard and resumes.
+	if err := proxy.Up(); err != nil {
+		t.Fatal(err)
+	}
+	e.tenant("acme", "t9-eu-west-1")
+	e.waitLocal(local, "acme", "t9", 60*time.Second)
+
+	// Stopped: the heartbeat no longer moves.
+	p.signal(t, syscall.SIGTERM)
+	if err := e.management.Client.Get(e.ctx, client.ObjectKey{Name: "eu-west-1"}, region); err != nil {
+		t.Fatal(err)
+	}
+	beat := region.Status.HeartbeatTime.Time
+	time.Sleep(3 * time.Second)
+	if err := e.management.Client.Get(e.ctx, client.ObjectKey{Name: "eu-west-1"}, region); err != nil {
+		t.Fatal(err)
+	}
+	if !region.Status.HeartbeatTime.Time.Equal(beat) {
+		t.Fatal("heartbeat moved after the agent stopped")
+	}
+	if age := time.Since(beat); age < 3*time.Second {
+		t.Fatalf("heartbeat age %s does not grow", age)
+	}
+}
