@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/config"
@@ -35,8 +36,9 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 			Secrets: []string{tenantoperator.TokenSecretName},
 		}},
 		Telemetry: config.TelemetryConfig{
-			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", 19080+10*index),
-			HealthAddr:  fmt.Sprintf("127.0.0.1:%d", 19081+10*index),
+			MetricsAddr:       fmt.Sprintf("127.0.0.1:%d", 19080+10*index),
+			HealthAddr:        fmt.Sprintf("127.0.0.1:%d", 19081+10*index),
+			HeartbeatInterval: metav1.Duration{Duration: 10 * time.Second},
 		},
 	}
 }

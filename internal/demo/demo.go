@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -131,6 +132,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	say("")
+	say("kubectl get regions (on management):")
+	if err := waitRegionsReady(ctx, mgmt.Client); err != nil {
+		return err
+	}
+	if err := printTable(ctx, opts.Out, mgmt.Config, "/apis/regionsync.dev/v1alpha1/regions"); err != nil {
+		return err
+	}
+	say("")
 	say("fleet is up. kubeconfigs:")
 	for _, c := range fleet.Clusters {
 		say("  %-10s export KUBECONFIG=%s", c.Name, c.Kubeconfig)
@@ -140,7 +149,8 @@ func Run(ctx context.Context, opts Options) error {
 		say("  %-10s agent metrics http://%s/metrics, health http://%s/healthz", region, cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr)
 	}
 	say("")
-	say("try: kubectl --kubeconfig %s -n %s edit tenant acme-us-east-1   (change spec.replicas,", mgmt.Kubeconfig, DemoNamespace)
+	say("try: kubectl --kubeconfig %s get regions", mgmt.Kubeconfig)
+	say("     kubectl --kubeconfig %s -n %s edit tenant acme-us-east-1   (change spec.replicas,", mgmt.Kubeconfig, DemoNamespace)
 	say("     then watch the copy in us-east-1 and the generation annotations on management)")
 	if opts.Exit {
 		return nil
@@ -184,6 +194,22 @@ func prepareManagement(ctx context.Context, mgmt client.Client) error {
 		}
 	}
 	return nil
+}
+
+// waitRegionsReady waits until every region's agent reports Ready on its Region.
+func waitRegionsReady(ctx context.Context, mgmt client.Client) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, name := range Regions {
+			r := &regionsyncv1alpha1.Region{}
+			if err := mgmt.Get(ctx, client.ObjectKey{Name: name}, r); err != nil {
+				return false, nil
+			}
+			if !meta.IsStatusConditionTrue(r.Status.Conditions, regionsyncv1alpha1.ConditionReady) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func createDemoTenants(ctx context.Context, mgmt client.Client) error {

@@ -39,6 +39,9 @@ func TestDemoRoundTrip(t *testing.T) {
 			t.Errorf("no round trip reported for %s", region)
 		}
 	}
+	if !strings.Contains(out.String(), "READY") || strings.Count(out.String(), "   True   ") < len(demo.Regions) {
+		t.Error("regions table missing or a region not ready")
+	}
 	if !strings.Contains(out.String(), "stopped; nothing left running.") {
 		t.Error("demo did not report its teardown")
 	}
