@@ -11,18 +11,21 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/regionsync/regionsync/internal/config"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
 // Version is the agent's version, set at build time with -ldflags "-X ...agent.Version=...".
@@ -61,6 +64,8 @@ func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
 type Options struct {
 	// Logger for the agent (default: controller-runtime's global logger).
 	Logger logr.Logger
+	// TracerProvider overrides the one built from the configuration (tests record spans).
+	TracerProvider trace.TracerProvider
 }
 
 // New builds an agent for the local cluster localConfig and the management cluster remoteConfig.
@@ -74,12 +79,19 @@ func New(cfg *config.AgentConfig, localConfig, remoteConfig *rest.Config, opts O
 		localConfig.QPS, localConfig.Burst = defaultQPS, defaultBurst
 	}
 	le := cfg.LeaderElection
+	metrics := metricsserver.Options{BindAddress: cfg.Telemetry.MetricsAddr}
+	if cfg.Telemetry.SecureMetrics {
+		// HTTPS with a self-signed certificate; every scrape is authenticated (TokenReview) and
+		// authorized (SubjectAccessReview for GET /metrics) against the local cluster.
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	mgr, err := ctrl.NewManager(localConfig, ctrl.Options{
 		Scheme:                        scheme.New(),
 		Logger:                        log,
 		Cache:                         syncer.LocalCacheOptions(cfg),
 		Client:                        syncer.ClientOptions(),
-		Metrics:                       metricsserver.Options{BindAddress: cfg.Telemetry.MetricsAddr},
+		Metrics:                       metrics,
 		HealthProbeBindAddress:        cfg.Telemetry.HealthAddr,
 		LeaderElection:                *le.Enabled,
 		LeaderElectionID:              "regionsync-" + cfg.Region,
@@ -94,7 +106,20 @@ func New(cfg *config.AgentConfig, localConfig, remoteConfig *rest.Config, opts O
 	if err != nil {
 		return nil, fmt.Errorf("local manager: %w", err)
 	}
-	engine, err := syncer.NewEngine(cfg, mgr, remoteConfig, log.WithName("sync"))
+	tp := opts.TracerProvider
+	if tp == nil {
+		var shutdown func(context.Context) error
+		tp, shutdown, err = telemetry.NewTracerProvider(context.Background(), cfg.Telemetry.Tracing, telemetry.Identity{
+			Version: Version, Region: cfg.Region, ClusterName: cfg.Region,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(shutdownOnStop(shutdown)); err != nil {
+			return nil, err
+		}
+	}
+	engine, err := syncer.NewEngine(cfg, mgr, remoteConfig, log.WithName("sync"), tp.Tracer("regionsync.dev/agent"))
 	if err != nil {
 		return nil, err
 	}
@@ -128,3 +153,13 @@ func (a *Agent) Claim() shard.ClaimState { return a.leader.claimState() }
 func (a *Agent) Start(ctx context.Context) error { return a.Manager.Start(ctx) }
 
 func ptr[T any](v T) *T { return &v }
+
+// shutdownOnStop flushes the tracer provider when the manager stops.
+type shutdownOnStop func(context.Context) error
+
+func (s shutdownOnStop) Start(ctx context.Context) error {
+	<-ctx.Done()
+	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s(flush)
+}

@@ -34,7 +34,10 @@ func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstruct
 	}
 	before := remote.DeepCopy()
 	controllerutil.RemoveFinalizer(remote, r.Keys.Finalizer)
-	if err := r.Remote.Patch(ctx, remote, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	err := r.write(ctx, sideManagement, "release finalizer", remote, func(ctx context.Context) error {
+		return r.Remote.Patch(ctx, remote, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
 		r.count(telemetry.DirectionDelete, telemetry.ResultError)
 		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
 	}
@@ -113,7 +116,11 @@ func (r *Reconciler) deleteLocal(ctx context.Context, local *unstructured.Unstru
 	}
 	uid := target.GetUID()
 	opts = append(opts, client.Preconditions{UID: &uid})
-	if err := r.Local.Delete(ctx, target, opts...); err != nil {
+	action := "delete local"
+	if target == client.Object(ns) {
+		action = "delete namespace"
+	}
+	if err := r.write(ctx, sideLocal, action, target, func(ctx context.Context) error { return r.Local.Delete(ctx, target, opts...) }); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil // already gone, or replaced by another object: nothing of ours to delete
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -100,6 +101,7 @@ type Engine struct {
 	reconcilers []*Reconciler
 	// writes gates every write to management: open only while the shard claim is held.
 	writes WriteGate
+	tracer trace.Tracer
 }
 
 // ErrNoSession is returned while the engine is not connected to management.
@@ -126,7 +128,9 @@ func (e *Engine) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 
 // NewEngine builds the engine and adds it, and the caches of the configured local secrets, to
 // the local manager. The manager must have been created with LocalCacheOptions and ClientOptions.
-func NewEngine(cfg *config.AgentConfig, mgr manager.Manager, remoteConfig *rest.Config, log logr.Logger) (*Engine, error) {
+//
+// tracer traces every reconcile and write; nil runs no tracing code at all.
+func NewEngine(cfg *config.AgentConfig, mgr manager.Manager, remoteConfig *rest.Config, log logr.Logger, tracer trace.Tracer) (*Engine, error) {
 	mapper, err := shard.NewMapper(cfg.Shard)
 	if err != nil {
 		return nil, err
@@ -134,7 +138,7 @@ func NewEngine(cfg *config.AgentConfig, mgr manager.Manager, remoteConfig *rest.
 	e := &Engine{
 		cfg: cfg, mgr: mgr, remoteConfig: remoteConfig, log: log,
 		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: GVKs(cfg),
-		secretCaches: map[string]cache.Cache{}, sessionReady: make(chan struct{}),
+		secretCaches: map[string]cache.Cache{}, sessionReady: make(chan struct{}), tracer: tracer,
 	}
 	// One small cache per secret name, selected by field: the agent never caches other Secrets.
 	for _, res := range cfg.Resources {
@@ -367,6 +371,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		SecretRecheck: e.cfg.ResyncPeriod.Duration,
 		Log:           e.log.WithValues("resource", KindName(gvk)),
 		states:        newStateTracker(KindName(gvk)),
+		Tracer:        e.tracer,
 	}
 	r.Budget = newBudgetGate(budget, r.countOrphans)
 	return r
@@ -390,13 +395,14 @@ func (e *Engine) newController(remote cluster.Cluster, r *Reconciler) (controlle
 		_, err := e.mapper.ToLocal(objectRef(o))
 		return !errors.Is(err, shard.ErrNotInShard)
 	})
-	if err := c.Watch(source.Kind[client.Object](remote.GetCache(), unstructuredFor(gvk), &handler.EnqueueRequestForObject{}, inShard)); err != nil {
+	stamped := func(h handler.EventHandler) handler.EventHandler { return stampingHandler{inner: h, stamp: r.stamp} }
+	if err := c.Watch(source.Kind[client.Object](remote.GetCache(), unstructuredFor(gvk), stamped(&handler.EnqueueRequestForObject{}), inShard)); err != nil {
 		return nil, err
 	}
 	toRemote := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return e.remoteRequest(objectRef(o))
 	})
-	if err := c.Watch(source.Kind[client.Object](e.mgr.GetCache(), unstructuredFor(gvk), toRemote)); err != nil {
+	if err := c.Watch(source.Kind[client.Object](e.mgr.GetCache(), unstructuredFor(gvk), stamped(toRemote))); err != nil {
 		return nil, err
 	}
 	secretOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -410,7 +416,7 @@ func (e *Engine) newController(remote cluster.Cluster, r *Reconciler) (controlle
 		return e.remoteRequest(types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name})
 	})
 	for _, name := range res.Secrets {
-		if err := c.Watch(source.Kind[client.Object](e.secretCaches[name], &corev1.Secret{}, secretOwner)); err != nil {
+		if err := c.Watch(source.Kind[client.Object](e.secretCaches[name], &corev1.Secret{}, stamped(secretOwner))); err != nil {
 			return nil, err
 		}
 	}

@@ -46,7 +46,10 @@ const waitRequeue = 2 * time.Second
 func (r *Reconciler) claim(ctx context.Context, remote *unstructured.Unstructured) error {
 	before := remote.DeepCopy()
 	controllerutil.AddFinalizer(remote, r.Keys.Finalizer)
-	if err := r.Remote.Patch(ctx, remote, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	err := r.write(ctx, sideManagement, "claim", remote, func(ctx context.Context) error {
+		return r.Remote.Patch(ctx, remote, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
 		r.count(telemetry.DirectionClaim, telemetry.ResultError)
 		return fmt.Errorf("claiming remote %s: %w", objectRef(remote), err)
 	}
@@ -67,7 +70,10 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 	}
 	updated := remote.DeepCopy()
 	updated.Object["status"] = deepCopyJSON(status)
-	if err := r.Remote.Status().Update(ctx, updated, client.FieldOwner(FieldManager)); err != nil {
+	err := r.write(ctx, sideManagement, "upload status", remote, func(ctx context.Context) error {
+		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(FieldManager))
+	})
+	if err != nil {
 		r.count(telemetry.DirectionUp, telemetry.ResultError)
 		if !apierrors.IsConflict(err) {
 			r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonStatusUploadFailed, "Sync", "status upload failed, spec download held: %v", err)
@@ -152,7 +158,10 @@ func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructur
 			Controller: ptrTo(true),
 		})
 	}
-	if err := r.Remote.Update(ctx, target, client.FieldOwner(FieldManager)); err != nil {
+	err := r.write(ctx, sideManagement, "upload secret", target, func(ctx context.Context) error {
+		return r.Remote.Update(ctx, target, client.FieldOwner(FieldManager))
+	})
+	if err != nil {
 		r.countSecret(telemetry.ResultError)
 		return fmt.Errorf("updating remote secret %s: %w", remoteKey, err)
 	}
@@ -206,7 +215,10 @@ func (r *Reconciler) prepareCreate(ctx context.Context, remote *unstructured.Uns
 			Labels:      map[string]string{r.Keys.Region: r.Region},
 			Annotations: map[string]string{r.Keys.Owner: localKey.Name, r.Keys.OwnerKind: r.Name()},
 		}}
-		if err := r.Local.Create(ctx, ns, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := r.write(ctx, sideLocal, "create namespace", ns, func(ctx context.Context) error {
+			return r.Local.Create(ctx, ns, client.FieldOwner(FieldManager))
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, ctrl.Result{}, fmt.Errorf("creating local namespace %s: %w", localKey.Namespace, err)
 		}
 		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeNormal, ReasonNamespaceCreated, "Sync", "created local namespace %s in region %s", localKey.Namespace, r.Region)
@@ -252,7 +264,10 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 			r.count(telemetry.DirectionDown, telemetry.ResultUnchanged)
 			return live, nil
 		}
-		err = r.Local.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership)
+		r.setTraceparent(ctx, desired)
+		err = r.write(ctx, sideLocal, "apply local", desired, func(ctx context.Context) error {
+			return r.Local.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership)
+		})
 		out = desired
 	default:
 		if live != nil && replaceInSync(remote, live, r.Keys, r.Region) {
@@ -260,10 +275,15 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 			return live, nil
 		}
 		out = desiredReplace(remote, live, localKey, r.Keys, r.Region)
+		r.setTraceparent(ctx, out)
 		if live == nil {
-			err = r.Local.Create(ctx, out, client.FieldOwner(FieldManager))
+			err = r.write(ctx, sideLocal, "create local", out, func(ctx context.Context) error {
+				return r.Local.Create(ctx, out, client.FieldOwner(FieldManager))
+			})
 		} else {
-			err = r.Local.Update(ctx, out, client.FieldOwner(FieldManager))
+			err = r.write(ctx, sideLocal, "update local", out, func(ctx context.Context) error {
+				return r.Local.Update(ctx, out, client.FieldOwner(FieldManager))
+			})
 		}
 	}
 	if err != nil {
@@ -291,12 +311,30 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 	if err != nil {
 		return err
 	}
-	if err := r.Remote.Patch(ctx, remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil {
+	err = r.write(ctx, sideManagement, "patch generations", remote, func(ctx context.Context) error {
+		return r.Remote.Patch(ctx, remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager))
+	})
+	if err != nil {
 		r.count(telemetry.DirectionMeta, telemetry.ResultError)
 		return fmt.Errorf("writing generation annotations on %s: %w", objectRef(remote), err)
 	}
 	r.count(telemetry.DirectionMeta, telemetry.ResultWritten)
 	return nil
+}
+
+// setTraceparent writes the reconcile's trace context on the local copy being written, so that
+// the regional controller continues the same trace.
+func (r *Reconciler) setTraceparent(ctx context.Context, obj *unstructured.Unstructured) {
+	tp := telemetry.Traceparent(ctx)
+	if tp == "" {
+		return
+	}
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[r.Keys.TraceParent] = tp
+	obj.SetAnnotations(a)
 }
 
 func ptrTo[T any](v T) *T { return &v }

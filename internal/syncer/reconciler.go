@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -71,6 +72,10 @@ type Reconciler struct {
 	uploaded sync.Map
 	// states is each shard object's state after its last reconcile.
 	states *stateTracker
+	// Tracer traces reconciles and writes; nil means no tracing code runs at all.
+	Tracer trace.Tracer
+	// eventTimes holds, per request, when its first unprocessed watch event arrived.
+	eventTimes sync.Map
 }
 
 type uploadedSecret struct {
@@ -117,20 +122,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	defer func() { telemetry.SyncDuration.WithLabelValues(r.Name()).Observe(time.Since(start).Seconds()) }()
 	state := StateSynced
 	result, err := r.reconcile(ctx, req, &state)
+	r.states.set(req.NamespacedName, finalState(state, result, err))
+	return result, err
+}
+
+// finalState is the object's state after a pass that stopped in state with result and err.
+func finalState(state string, result ctrl.Result, err error) string {
 	switch {
 	case state == "" || state == StatePaused || state == StateInvalid:
+		return state
 	case err != nil:
-		state = StateFailed
+		return StateFailed
 	case result.RequeueAfter > 0:
-		state = StatePending
+		return StatePending
 	}
-	r.states.set(req.NamespacedName, state)
-	return result, err
+	return state
 }
 
 // reconcile runs the phases; it sets *state to "" when the object no longer belongs to the
 // shard's live objects, or to the paused, invalid or pending state where it stops.
-func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, state *string) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, state *string) (result ctrl.Result, err error) {
 	log := r.Log.WithValues("remote", req.NamespacedName)
 	ctx = logr.NewContext(ctx, log)
 
@@ -170,6 +181,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, state *str
 		local = nil
 	}
 
+	ctx, end := r.beginPass(ctx, req, remote, local, localKey)
+	defer func() { end(finalState(*state, result, err)) }()
+
 	if remote == nil {
 		*state = ""
 		if local != nil {
@@ -194,14 +208,14 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, state *str
 	}
 	// 2. Status up. When it fails, spec is not downloaded in this pass: management must see
 	// the current state before it is changed further.
-	remote, err := r.statusUp(ctx, remote, local)
+	remote, err = r.statusUp(ctx, remote, local)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	// 3. Secrets up; a failed upload does not hold back spec.
 	secretsErr := r.secretsUp(ctx, remote, local)
 	// 4. Spec down.
-	local, result, err := r.specDown(ctx, remote, localKey, local)
+	local, result, err = r.specDown(ctx, remote, localKey, local)
 	if err != nil || local == nil {
 		*state = StatePending
 		return result, errors.Join(err, secretsErr)

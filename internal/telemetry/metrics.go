@@ -43,6 +43,14 @@ var (
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"resource"})
 
+	// WriteLag observes the time from the watch event that caused a reconcile to each write it
+	// made, by resource kind and write (create local, update local, upload status, ...).
+	WriteLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "regionsync_watch_to_write_seconds",
+		Help:    "Time from the watch event that triggered a reconcile to each API write it made, by resource kind and write.",
+		Buckets: []float64{.001, .0025, .005, .01, .015, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"resource", "write"})
+
 	// SecretUploads counts secret uploads by result.
 	SecretUploads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_secret_uploads_total",
@@ -84,5 +92,5 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict)
+		Objects, ShardClaimed, ShardConflict, WriteLag)
 }

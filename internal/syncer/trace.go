@@ -1,0 +1,181 @@
+package syncer
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// Which cluster a write goes to.
+const (
+	sideManagement = "management"
+	sideLocal      = "local"
+)
+
+// pass is what one reconcile records about itself: the actions it took (span attribute) and
+// when the watch event that caused it arrived (for the event-to-write lag).
+type pass struct {
+	actions []string
+	eventAt time.Time
+}
+
+type passKey struct{}
+
+func passFrom(ctx context.Context) *pass {
+	p, _ := ctx.Value(passKey{}).(*pass)
+	return p
+}
+
+// write performs one API write as a child span of the reconcile's span (when tracing), records
+// it among the pass's actions, and observes the watch-event-to-write lag.
+func (r *Reconciler) write(ctx context.Context, side, action string, obj client.Object, fn func(context.Context) error) error {
+	if r.Tracer != nil {
+		var span trace.Span
+		ctx, span = r.Tracer.Start(ctx, action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			telemetry.AttrWriteSide.String(side),
+			telemetry.AttrWriteVerb.String(action),
+			telemetry.AttrWriteObjct.String(obj.GetNamespace()+"/"+obj.GetName()),
+		))
+		defer span.End()
+		err := fn(ctx)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		return r.afterWrite(ctx, action, err)
+	}
+	return r.afterWrite(ctx, action, fn(ctx))
+}
+
+func (r *Reconciler) afterWrite(ctx context.Context, action string, err error) error {
+	p := passFrom(ctx)
+	if err != nil || p == nil {
+		return err
+	}
+	p.actions = append(p.actions, action)
+	if !p.eventAt.IsZero() {
+		telemetry.WriteLag.WithLabelValues(r.Name(), action).Observe(time.Since(p.eventAt).Seconds())
+	}
+	return nil
+}
+
+// startPass begins a reconcile's span, parented by the trace context found on the remote object
+// (the management-side trace) or else on the local copy, so that one change is one trace across
+// clusters.
+func (r *Reconciler) startPass(ctx context.Context, eventAt time.Time, traceparents ...string) (context.Context, *pass, func(state string)) {
+	p := &pass{eventAt: eventAt}
+	ctx = context.WithValue(ctx, passKey{}, p)
+	if r.Tracer == nil {
+		return ctx, p, func(string) {}
+	}
+	for _, tp := range traceparents {
+		if tp != "" {
+			ctx = telemetry.ContextFromTraceparent(ctx, tp)
+			break
+		}
+	}
+	ctx, span := r.Tracer.Start(ctx, "sync "+r.Name(), trace.WithSpanKind(trace.SpanKindConsumer))
+	return ctx, p, func(state string) {
+		span.SetAttributes(telemetry.AttrActions.StringSlice(p.actions), telemetry.AttrOutcome.String(state))
+		span.End()
+	}
+}
+
+// annotateSpan adds attributes to the reconcile's span.
+func annotateSpan(ctx context.Context, kv ...attribute.KeyValue) {
+	trace.SpanFromContext(ctx).SetAttributes(kv...)
+}
+
+// stampingHandler records when a watch event arrived for each request, so that the reconcile
+// it causes can report its event-to-write lag.
+type stampingHandler struct {
+	inner handler.EventHandler
+	stamp func(reconcile.Request)
+}
+
+type stampingQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	stamp func(reconcile.Request)
+}
+
+func (q stampingQueue) Add(item reconcile.Request) {
+	q.stamp(item)
+	q.TypedRateLimitingInterface.Add(item)
+}
+
+func (q stampingQueue) AddRateLimited(item reconcile.Request) {
+	q.stamp(item)
+	q.TypedRateLimitingInterface.AddRateLimited(item)
+}
+
+func (q stampingQueue) AddAfter(item reconcile.Request, d time.Duration) {
+	q.stamp(item)
+	q.TypedRateLimitingInterface.AddAfter(item, d)
+}
+
+func (h stampingHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.inner.Create(ctx, e, stampingQueue{q, h.stamp})
+}
+
+func (h stampingHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.inner.Update(ctx, e, stampingQueue{q, h.stamp})
+}
+
+func (h stampingHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.inner.Delete(ctx, e, stampingQueue{q, h.stamp})
+}
+
+func (h stampingHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.inner.Generic(ctx, e, stampingQueue{q, h.stamp})
+}
+
+// stamp records the first event time of a request not yet reconciled.
+func (r *Reconciler) stamp(req reconcile.Request) {
+	r.eventTimes.LoadOrStore(req.NamespacedName, time.Now())
+}
+
+func (r *Reconciler) takeEventTime(req reconcile.Request) time.Time {
+	if v, ok := r.eventTimes.LoadAndDelete(req.NamespacedName); ok {
+		return v.(time.Time)
+	}
+	return time.Time{}
+}
+
+// beginPass starts the reconcile's span once both sides are read.
+func (r *Reconciler) beginPass(ctx context.Context, req reconcile.Request, remote, local *unstructured.Unstructured, localKey types.NamespacedName) (context.Context, func(state string)) {
+	var traceparents []string
+	if remote != nil {
+		traceparents = append(traceparents, remote.GetAnnotations()[r.Keys.TraceParent])
+	}
+	if local != nil {
+		traceparents = append(traceparents, local.GetAnnotations()[r.Keys.TraceParent])
+	}
+	ctx, _, end := r.startPass(ctx, r.takeEventTime(req), traceparents...)
+	if r.Tracer != nil {
+		kv := []attribute.KeyValue{
+			telemetry.AttrResource.String(r.Name()),
+			telemetry.AttrRemote.String(req.NamespacedName.String()),
+			telemetry.AttrLocal.String(localKey.String()),
+		}
+		if remote != nil {
+			kv = append(kv, telemetry.AttrRemoteGen.Int64(remote.GetGeneration()))
+		}
+		if local != nil {
+			kv = append(kv, telemetry.AttrLocalGen.Int64(local.GetGeneration()))
+		}
+		annotateSpan(ctx, kv...)
+	}
+	return ctx, end
+}
