@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -11,12 +12,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/regionsync/regionsync/internal/config"
 	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 )
 
+var one = 1.0
+
 func main() {
 	region := flag.String("region", "local", "region name used in the tenants' endpoints")
+	traceAnnotation := flag.String("trace-annotation", tenantoperator.DefaultTraceAnnotation, "annotation holding the W3C traceparent to continue")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse() // --kubeconfig is registered by controller-runtime's config package
@@ -26,8 +32,16 @@ func main() {
 		Scheme:  scheme.New(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
+	// Traces go to the collector named by the standard OTEL_EXPORTER_OTLP_* variables, if any.
+	tp, shutdown, terr := telemetry.NewTracerProvider(context.Background(), config.TracingConfig{SamplingRatio: &one},
+		telemetry.Identity{ServiceName: "tenant-operator", Region: *region, ClusterName: *region})
 	if err == nil {
-		err = (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: *region}).SetupWithManager(mgr)
+		err = terr
+	}
+	if err == nil {
+		defer func() { _ = shutdown(context.Background()) }()
+		err = (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: *region,
+			Tracer: tp.Tracer("tenant-operator"), TraceAnnotation: *traceAnnotation}).SetupWithManager(mgr)
 	}
 	if err == nil {
 		err = mgr.Start(ctrl.SetupSignalHandler())

@@ -5,6 +5,8 @@ import (
 
 	"fmt"
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"os"
 	"strings"
@@ -32,6 +34,7 @@ import (
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
+	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/testenv"
 )
 
@@ -43,6 +46,8 @@ var (
 	management *testenv.Cluster
 	region     *testenv.Cluster
 	testSeq    atomic.Int32
+	// operatorSpans records the tenant operator's spans.
+	operatorSpans = tracetest.NewSpanRecorder()
 )
 
 func TestMain(m *testing.M) {
@@ -71,7 +76,10 @@ func TestMain(m *testing.M) {
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr(true)},
 	})
 	if err == nil {
-		err = (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: "region"}).SetupWithManager(mgr)
+		// The operator continues traces; its spans are recorded in memory for the trace tests.
+		tp, _, _ := telemetry.NewTestTracerProvider(operatorSpans, telemetry.Identity{ServiceName: "tenant-operator", Region: "region"})
+		err = (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: "region",
+			Tracer: tp.Tracer("tenant-operator"), TraceAnnotation: tenantoperator.DefaultTraceAnnotation}).SetupWithManager(mgr)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -135,6 +143,7 @@ type env struct {
 	// remoteWrites and localWrites count the agent's own writes.
 	remoteWrites, localWrites writeCounter
 	proxy                     *testenv.Proxy
+	tracer                    trace.TracerProvider
 	remoteCfg                 *rest.Config
 	agent                     *agent.Agent
 	cancel                    context.CancelFunc
@@ -148,12 +157,15 @@ type envSetup struct {
 	managementCfg *rest.Config // what the agent uses to reach management (default: admin)
 	proxyDown     bool         // start with management unreachable behind a proxy
 	useProxy      bool
-	noStart       bool
+	tracer        trace.TracerProvider
 }
 
 func withConfig(edit func(*config.AgentConfig)) envOption { return func(s *envSetup) { s.edit = edit } }
 func withManagementConfig(c *rest.Config) envOption {
 	return func(s *envSetup) { s.managementCfg = c }
+}
+func withTracerProvider(tp trace.TracerProvider) envOption {
+	return func(s *envSetup) { s.tracer = tp }
 }
 func withProxy(down bool) envOption {
 	return func(s *envSetup) { s.useProxy, s.proxyDown = true, down }
@@ -209,7 +221,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		}
 		t.Cleanup(p.Down)
 	}
-	e.remoteCfg = remoteCfg
+	e.remoteCfg, e.tracer = remoteCfg, setup.tracer
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -218,7 +230,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 // start runs a new agent process (in-process) with the test's configuration.
 func (e *env) start() {
 	e.t.Helper()
-	a, err := agent.New(e.cfg, e.localWrites.wrap(region.Config), e.remoteWrites.wrap(e.remoteCfg), agent.Options{})
+	a, err := agent.New(e.cfg, e.localWrites.wrap(region.Config), e.remoteWrites.wrap(e.remoteCfg), agent.Options{TracerProvider: e.tracer})
 	if err != nil {
 		e.t.Fatal(err)
 	}

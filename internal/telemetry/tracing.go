@@ -30,8 +30,10 @@ func TracingEnabled(t config.TracingConfig) bool {
 	return t.Endpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
-// Identity is what the resource attributes say about this agent.
+// Identity is what the resource attributes say about the process.
 type Identity struct {
+	// ServiceName defaults to regionsync-agent.
+	ServiceName                  string
 	Version, Region, ClusterName string
 }
 
@@ -69,15 +71,18 @@ func NewTestTracerProvider(sp sdktrace.SpanProcessor, id Identity) (trace.Tracer
 }
 
 func newSDKProvider(sp sdktrace.SpanProcessor, ratio float64, id Identity) (trace.TracerProvider, func(context.Context) error, error) {
+	if id.ServiceName == "" {
+		id.ServiceName = ServiceName
+	}
 	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL,
-		semconv.ServiceName(ServiceName),
+		semconv.ServiceName(id.ServiceName),
 		semconv.ServiceVersion(id.Version),
 		semconv.CloudRegion(id.Region),
 		semconv.K8SClusterName(id.ClusterName),
 	))
 	if err != nil {
 		// Schema URL conflicts between the default and ours: fall back to ours alone.
-		res = resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(ServiceName),
+		res = resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(id.ServiceName),
 			semconv.ServiceVersion(id.Version), semconv.CloudRegion(id.Region), semconv.K8SClusterName(id.ClusterName))
 	}
 	tp := sdktrace.NewTracerProvider(

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
 // TokenSecretName is the Secret the operator creates for every Tenant.
@@ -37,7 +40,15 @@ type Reconciler struct {
 	Client client.Client
 	// Region is used in the endpoint the operator reports.
 	Region string
+	// Tracer, when set, traces each reconcile as a continuation of the W3C trace context found
+	// in the Tenant's TraceAnnotation (which regionsync writes on the copies it syncs).
+	Tracer          trace.Tracer
+	TraceAnnotation string
 }
+
+// DefaultTraceAnnotation is where regionsync (with its default annotation domain) writes the
+// trace context of the sync that wrote a Tenant.
+const DefaultTraceAnnotation = "regionsync.dev/traceparent"
 
 // SetupWithManager registers the controller (watching Tenants and the Secrets they own).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -56,6 +67,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !tenant.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // the garbage collector removes the token with its owner
+	}
+	if r.Tracer != nil {
+		ctx = telemetry.ContextFromTraceparent(ctx, tenant.Annotations[r.TraceAnnotation])
+		var span trace.Span
+		ctx, span = r.Tracer.Start(ctx, "tenant-operator reconcile", trace.WithAttributes(
+			attribute.String("tenant", req.String()), attribute.Int64("generation", tenant.Generation)))
+		defer span.End()
 	}
 	status := demov1alpha1.TenantStatus{
 		ObservedGeneration: tenant.Generation,
@@ -85,6 +103,11 @@ func (r *Reconciler) updateStatus(ctx context.Context, tenant *demov1alpha1.Tena
 		return nil
 	}
 	tenant.Status = status
+	if r.Tracer != nil {
+		var span trace.Span
+		ctx, span = r.Tracer.Start(ctx, "update tenant status")
+		defer span.End()
+	}
 	if err := r.Client.Status().Update(ctx, tenant); err != nil {
 		return fmt.Errorf("updating status of tenant %s/%s: %w", tenant.Namespace, tenant.Name, err)
 	}
