@@ -7,7 +7,7 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build test test-unit fuzz demo lint generate control-plane clean
+.PHONY: all build test test-rules test-unit fuzz demo lint generate control-plane clean
 
 all: build
 
@@ -17,8 +17,13 @@ build: ## Build the agent, the demo and the demo tenant operator into bin/.
 control-plane: ## Build (first time) or locate the cached control-plane binaries.
 	@scripts/control-plane.sh >/dev/null
 
-test: control-plane build ## Unit and integration tests against real API servers.
+test: control-plane build test-rules ## Unit and integration tests against real API servers, and the alert rules.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+MONITORING := deploy/kustomize/components/monitoring
+test-rules: ## promtool: check and unit-test the Prometheus alerting rules (installs promtool if needed).
+	scripts/promtool.sh check rules $(MONITORING)/regionsync.rules.yaml
+	cd $(MONITORING) && $(CURDIR)/scripts/promtool.sh test rules regionsync.rules_test.yaml
 
 test-unit: ## Pure-logic tests only (no control plane).
 	$(GO) test -count=1 ./internal/config/ ./internal/shard/

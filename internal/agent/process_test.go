@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -106,9 +107,9 @@ func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
-// metric returns the value of an unlabelled metric, or of the first series whose labels contain
-// labelPart; -1 when absent.
-func (p *proc) metric(name, labelPart string) float64 {
+// metric returns the value of an unlabelled metric (no label parts), or of the first series whose
+// labels contain every label part; -1 when absent.
+func (p *proc) metric(name string, labelParts ...string) float64 {
 	resp, err := http.Get("http://" + p.metrics + "/metrics")
 	if err != nil {
 		return -1
@@ -122,10 +123,17 @@ func (p *proc) metric(name, labelPart string) float64 {
 			continue
 		}
 		rest := line[len(name):]
-		if labelPart == "" && !strings.HasPrefix(rest, " ") {
+		if len(labelParts) == 0 && !strings.HasPrefix(rest, " ") {
 			continue
 		}
-		if labelPart != "" && !strings.Contains(rest, labelPart) {
+		if len(labelParts) > 0 && !strings.HasPrefix(rest, "{") {
+			continue
+		}
+		match := true
+		for _, part := range labelParts {
+			match = match && strings.Contains(rest, part)
+		}
+		if !match {
 			continue
 		}
 		f := strings.Fields(line)
@@ -272,7 +280,7 @@ func (e *fleetEnv) leaderOf(procs ...*proc) *proc {
 		leader = nil
 		n := 0
 		for _, p := range procs {
-			if p.alive() && p.metric("regionsync_shard_claimed", "") == 1 {
+			if p.alive() && p.metric("regionsync_shard_claimed") == 1 {
 				leader, n = p, n+1
 			}
 		}
@@ -448,7 +456,7 @@ func TestRegionStatusAndManagementOutage(t *testing.T) {
 	if !p.alive() {
 		t.Fatal("agent exited while management was down")
 	}
-	if v := p.metric("regionsync_management_connected", ""); v != 0 {
+	if v := p.metric("regionsync_management_connected"); v != 0 {
 		t.Fatalf("regionsync_management_connected = %v with management down", v)
 	}
 	for i := range 3 {
@@ -480,3 +488,123 @@ func TestRegionStatusAndManagementOutage(t *testing.T) {
 		t.Fatalf("heartbeat age %s does not grow", age)
 	}
 }
+
+// The agent's /metrics after a sync, an error and a hold: the values, not just the names.
+func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
+	e := newFleet(t, "ap-southeast-1")
+	local := e.fleet.Cluster("ap-southeast-1")
+	// The region rejects Tenants named "reject-me" (a ValidatingAdmissionPolicy): a write error.
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "reject-tenants"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"demo.regionsync.dev"}, APIVersions: []string{"*"}, Resources: []string{"tenants"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.displayName != 'reject-me'", Message: "rejected by the region's policy"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "reject-tenants"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: "reject-tenants", ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	e.create(local.Client, policy)
+	e.create(local.Client, binding)
+	e.create(local.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}})
+	e.eventually("the policy is in force", 30*time.Second, func() error {
+		probe := &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "probe", GenerateName: "p-"}, Spec: demov1alpha1.TenantSpec{DisplayName: "reject-me"}}
+		if err := local.Client.Create(e.ctx, probe); err == nil {
+			_ = local.Client.Delete(e.ctx, probe)
+			return fmt.Errorf("not yet rejecting")
+		}
+		return nil
+	})
+
+	cfg := agentConfig("ap-southeast-1", "-ap", e.management.Kubeconfig)
+	cfg.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr(0.5), MinObjects: ptr(0)}
+	p := startAgent(t, "ap-replica", local, cfg)
+	for _, n := range []string{"a", "b"} {
+		e.tenant("team-"+n, n+"-ap")
+	}
+	for _, n := range []string{"a", "b"} {
+		e.waitLocal(local, "team-"+n, n, 30*time.Second)
+	}
+	const kind = `resource="Tenant.demo.regionsync.dev"`
+	e.eventually("sync metrics", 30*time.Second, func() error {
+		for _, c := range []struct {
+			parts []string
+			want  float64
+		}{
+			{[]string{kind, `direction="claim"`, `result="written"`}, 2},
+			{[]string{kind, `direction="down"`, `result="written"`}, 2},
+			{[]string{kind, `direction="generations"`, `result="written"`}, 2},
+			{[]string{kind, `state="synced"`}, 2},
+		} {
+			name := "regionsync_syncs_total"
+			if strings.HasPrefix(c.parts[1], "state=") {
+				name = "regionsync_objects"
+			}
+			if v := p.metric(name, c.parts...); v != c.want {
+				return fmt.Errorf("%s%v = %v, want %v", name, c.parts, v, c.want)
+			}
+		}
+		if v := p.metric("regionsync_watch_to_write_seconds_count", kind, `write="create local"`); v != 2 {
+			return fmt.Errorf("watch-to-write lag observations for create local = %v, want 2", v)
+		}
+		if v := p.metric("regionsync_management_connected"); v != 1 {
+			return fmt.Errorf("management_connected = %v", v)
+		}
+		return nil
+	})
+
+	// An error: the region refuses the copy.
+	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-r"}})
+	e.create(e.management.Client, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "team-r", Name: "r-ap"}, Spec: demov1alpha1.TenantSpec{DisplayName: "reject-me"}})
+	e.eventually("error metrics", 30*time.Second, func() error {
+		if v := p.metric("regionsync_syncs_total", kind, `direction="down"`, `result="error"`); v < 1 {
+			return fmt.Errorf("down errors = %v", v)
+		}
+		if v := p.metric("regionsync_objects", kind, `state="failed"`); v != 1 {
+			return fmt.Errorf("failed objects = %v", v)
+		}
+		return nil
+	})
+
+	// A hold: the agent restarts to a management that lost both synced objects.
+	p.signal(t, syscall.SIGTERM)
+	for _, n := range []string{"a", "b"} {
+		o := &demov1alpha1.Tenant{}
+		if err := e.management.Client.Get(e.ctx, client.ObjectKey{Namespace: "team-" + n, Name: n + "-ap"}, o); err != nil {
+			t.Fatal(err)
+		}
+		o.Finalizers = nil
+		if err := e.management.Client.Update(e.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.management.Client.Delete(e.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p = startAgent(t, "ap-replica-2", local, cfg)
+	e.eventually("hold metrics", 60*time.Second, func() error {
+		if v := p.metric("regionsync_deletions_held", kind); v != 2 {
+			return fmt.Errorf("deletions_held = %v, want 2", v)
+		}
+		if v := p.metric("regionsync_syncs_total", kind, `direction="delete"`, `result="held"`); v < 2 {
+			return fmt.Errorf("held deletes = %v", v)
+		}
+		return nil
+	})
+	for _, n := range []string{"a", "b"} {
+		if err := local.Client.Get(e.ctx, client.ObjectKey{Namespace: "team-" + n, Name: n}, &demov1alpha1.Tenant{}); err != nil {
+			t.Fatalf("held copy deleted: %v", err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -113,9 +113,9 @@ func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructur
 	}
 	hash := hashSecretData(string(secret.Type), secret.Data)
 	remoteKey := types.NamespacedName{Namespace: remote.GetNamespace(), Name: r.Mapper.RemoteSecretName(name)}
-	memoKey := string(remote.GetUID()) + "/" + remoteKey.String()
+	memoKey := uploadKey{remote: objectRef(remote), secret: name}
 	if v, ok := r.uploaded.Load(memoKey); ok {
-		if u := v.(uploadedSecret); u.hash == hash && time.Since(u.at) < r.SecretRecheck {
+		if u := v.(uploadedSecret); u.hash == hash && u.owner == remote.GetUID() && time.Since(u.at) < r.SecretRecheck {
 			r.countSecret(telemetry.ResultUnchanged)
 			return nil
 		}
@@ -137,7 +137,7 @@ func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructur
 	}
 	if metav1.IsControlledBy(target, remote) && target.Annotations[r.Keys.LastUploadedHash] == hash &&
 		hashSecretData(string(target.Type), target.Data) == hash {
-		r.uploaded.Store(memoKey, uploadedSecret{hash: hash, at: time.Now()})
+		r.uploaded.Store(memoKey, uploadedSecret{hash: hash, owner: remote.GetUID(), at: time.Now()})
 		r.countSecret(telemetry.ResultUnchanged)
 		return nil
 	}
@@ -165,7 +165,7 @@ func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructur
 		r.countSecret(telemetry.ResultError)
 		return fmt.Errorf("updating remote secret %s: %w", remoteKey, err)
 	}
-	r.uploaded.Store(memoKey, uploadedSecret{hash: hash, at: time.Now()})
+	r.uploaded.Store(memoKey, uploadedSecret{hash: hash, owner: remote.GetUID(), at: time.Now()})
 	r.countSecret(telemetry.ResultWritten)
 	logr.FromContextOrDiscard(ctx).V(1).Info("secret uploaded", "secret", remoteKey)
 	return nil
@@ -304,6 +304,12 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 	if ann[r.Keys.RemoteGeneration] == rg && ann[r.Keys.LocalGeneration] == lg {
 		return nil
 	}
+	// The same patch was just written from this very version of the remote object: the cache
+	// has not caught up yet (a local event can arrive before the remote one).
+	memo := generationsPatch{from: remote.GetResourceVersion(), rg: rg, lg: lg}
+	if v, ok := r.patched.Load(objectRef(remote)); ok && v.(generationsPatch) == memo {
+		return nil
+	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         remote.GetUID(),
 		"annotations": map[string]string{r.Keys.RemoteGeneration: rg, r.Keys.LocalGeneration: lg},
@@ -318,9 +324,14 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 		r.count(telemetry.DirectionMeta, telemetry.ResultError)
 		return fmt.Errorf("writing generation annotations on %s: %w", objectRef(remote), err)
 	}
+	r.patched.Store(objectRef(remote), memo)
 	r.count(telemetry.DirectionMeta, telemetry.ResultWritten)
 	return nil
 }
+
+// generationsPatch remembers the last generation annotations written on a remote object and
+// the resourceVersion they were written over.
+type generationsPatch struct{ from, rg, lg string }
 
 // setTraceparent writes the reconcile's trace context on the local copy being written, so that
 // the regional controller continues the same trace.

@@ -76,11 +76,20 @@ type Reconciler struct {
 	Tracer trace.Tracer
 	// eventTimes holds, per request, when its first unprocessed watch event arrived.
 	eventTimes sync.Map
+	// patched holds, per remote object, the last generation annotations written (generationsPatch).
+	patched sync.Map
 }
 
 type uploadedSecret struct {
-	hash string
-	at   time.Time
+	hash  string
+	owner types.UID
+	at    time.Time
+}
+
+// uploadKey names one uploaded secret of one remote object.
+type uploadKey struct {
+	remote types.NamespacedName
+	secret string
 }
 
 // Name is the kind's dotted name, used for the controller, metrics and logs ("Tenant.demo.regionsync.dev").
@@ -122,7 +131,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	defer func() { telemetry.SyncDuration.WithLabelValues(r.Name()).Observe(time.Since(start).Seconds()) }()
 	state := StateSynced
 	result, err := r.reconcile(ctx, req, &state)
-	r.states.set(req.NamespacedName, finalState(state, result, err))
+	final := finalState(state, result, err)
+	r.states.set(req.NamespacedName, final)
+	if final == "" { // gone: forget what was remembered about it
+		r.patched.Delete(req.NamespacedName)
+		for _, name := range r.Resource.Secrets {
+			r.uploaded.Delete(uploadKey{remote: req.NamespacedName, secret: name})
+		}
+	}
 	return result, err
 }
 

@@ -90,7 +90,12 @@ var (
 	})
 )
 
+// Collectors are every regionsync metric.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
+		Objects, ShardClaimed, ShardConflict, WriteLag}
+}
+
 func init() {
-	metrics.Registry.MustRegister(Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict, WriteLag)
+	metrics.Registry.MustRegister(Collectors()...)
 }
