@@ -7,7 +7,7 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build test test-rules test-unit fuzz demo lint generate control-plane clean
+.PHONY: all build bench test test-rules test-unit fuzz demo lint generate control-plane clean
 
 all: build
 
@@ -28,9 +28,13 @@ test-rules: ## promtool: check and unit-test the Prometheus alerting rules (inst
 test-unit: ## Pure-logic tests only (no control plane).
 	$(GO) test -count=1 ./internal/config/ ./internal/shard/
 
+bench: control-plane ## Benchmarks that report ratios against a baseline measured in the same run.
+	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench . -benchtime 20000x -count 3
+
 fuzz: ## Run every fuzz target for FUZZTIME each.
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/config/
 	$(GO) test -run XXX -fuzz FuzzMapping -fuzztime $(FUZZTIME) ./internal/shard/
+	$(GO) test -run XXX -fuzz FuzzOverlap -fuzztime $(FUZZTIME) ./internal/shard/
 	$(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/
 
 demo: control-plane build ## A local management cluster + 2 regions, agents syncing; Ctrl-C tears down.
