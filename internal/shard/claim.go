@@ -30,6 +30,9 @@ const (
 	StateAnnotation = "regionsync.dev/shard-state"
 	// HolderAnnotation names the replica that syncs (for people; the Lease holder is the fleet).
 	HolderAnnotation = "regionsync.dev/holder"
+	// RegisteredAnnotation is when the shard was first recorded on its Lease (RFC 3339, ns): of
+	// two overlapping shards the one registered first keeps syncing.
+	RegisteredAnnotation = "regionsync.dev/registered"
 )
 
 // Claim states.
@@ -196,8 +199,8 @@ func (c *Claimer) held(ctx context.Context) {
 			}
 			continue
 		}
-		// Two overlapping shards that started together both got here: the older claim keeps
-		// syncing, the younger steps back (collision sees the older one as Syncing).
+		// Two overlapping shards that started together both got here: the older registration
+		// keeps syncing, the younger steps back (collision sees the older one as Syncing).
 		if collision, err = c.collision(ctx); err == nil && collision != "" {
 			continue
 		}
@@ -222,8 +225,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// collision returns a description of a live, syncing shard of another region that overlaps
-// ours and claimed earlier, or "".
+// ReservationGrace is how long a shard stays reserved after its Lease expired: a region whose
+// fleet is being replaced keeps its objects; an overlapping shard does not take them over. A
+// region that is gone for good releases its reservation when its Lease is deleted (or after this
+// grace).
+const ReservationGrace = 10 * time.Minute
+
+// collision returns a description of another region's syncing shard that overlaps ours and was
+// registered first (its Lease is older), or "".
 func (c *Claimer) collision(ctx context.Context) (string, error) {
 	leases, err := c.Client.CoordinationV1().Leases(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LeaseLabel + "=true"})
 	if err != nil {
@@ -239,7 +248,7 @@ func (c *Claimer) collision(ctx context.Context) (string, error) {
 	now := time.Now()
 	for i := range leases.Items {
 		l := &leases.Items[i]
-		if l.Name == LeaseName(c.Def.Region) || !live(l, now) {
+		if l.Name == LeaseName(c.Def.Region) || !reserved(l, now) || l.Annotations[StateAnnotation] != StateSyncing {
 			continue
 		}
 		var other Definition
@@ -247,34 +256,52 @@ func (c *Claimer) collision(ctx context.Context) (string, error) {
 			continue
 		}
 		overlap, why := Overlap(c.Def, other)
-		if !overlap {
-			continue
-		}
-		if l.Annotations[StateAnnotation] == StateSyncing && (own == nil || !claimedBefore(own, l)) {
-			return fmt.Sprintf("shard of %s collides with the live shard of %s (Lease %s/%s, held by %s): %s",
-				c.Def, other, c.Namespace, l.Name, deref(l.Spec.HolderIdentity), why), nil
+		if overlap && (own == nil || !registeredBefore(own, l)) {
+			return fmt.Sprintf("shard of %s collides with the shard of %s (Lease %s/%s, held by %s): %s",
+				c.Def, other, c.Namespace, l.Name, orNone(deref(l.Spec.HolderIdentity)), why), nil
 		}
 	}
 	return "", nil
 }
 
-// claimedBefore reports whether lease a was acquired before lease b (names break ties).
-func claimedBefore(a, b *coordinationv1.Lease) bool {
-	ta, tb := a.Spec.AcquireTime, b.Spec.AcquireTime
-	if ta == nil || tb == nil {
+// registeredBefore reports whether the shard of lease a was registered before that of lease b:
+// the first region to claim a shard keeps it, whichever fleet holds it now. A Lease not yet
+// registered is the newest; names break exact ties.
+func registeredBefore(a, b *coordinationv1.Lease) bool {
+	ta, oka := registeredAt(a)
+	tb, okb := registeredAt(b)
+	switch {
+	case !oka && !okb:
+		return a.Name < b.Name
+	case !oka:
 		return false
-	}
-	if !ta.Equal(tb) {
+	case !okb:
+		return true
+	case !ta.Equal(tb):
 		return ta.Before(tb)
 	}
 	return a.Name < b.Name
 }
 
-func live(l *coordinationv1.Lease, now time.Time) bool {
-	if deref(l.Spec.HolderIdentity) == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+func registeredAt(l *coordinationv1.Lease) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, l.Annotations[RegisteredAnnotation])
+	return t, err == nil
+}
+
+// reserved reports whether a shard Lease is held, or expired less than ReservationGrace ago.
+func reserved(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 		return false
 	}
-	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second).After(now)
+	expiry := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	return expiry.Add(ReservationGrace).After(now)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nobody (released)"
+	}
+	return s
 }
 
 func deref(s *string) string {
@@ -297,6 +324,9 @@ func (c *Claimer) annotate(ctx context.Context, state string) error {
 		return err
 	}
 	want := map[string]string{DefinitionAnnotation: string(def), StateAnnotation: state, HolderAnnotation: c.Holder}
+	if _, ok := registeredAt(l); !ok {
+		want[RegisteredAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
+	}
 	same := true
 	for k, v := range want {
 		if l.Annotations[k] != v {
