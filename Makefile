@@ -7,12 +7,12 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build bench test test-rules test-unit fuzz demo lint generate control-plane clean
+.PHONY: all build bench docker-build test test-rules test-unit fuzz demo lint generate control-plane clean
 
 all: build
 
 build: ## Build the agent, the demo and the demo tenant operator into bin/.
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "-X github.com/regionsync/regionsync/internal/agent.Version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 control-plane: ## Build (first time) or locate the cached control-plane binaries.
 	@scripts/control-plane.sh >/dev/null
@@ -40,13 +40,19 @@ fuzz: ## Run every fuzz target for FUZZTIME each.
 demo: control-plane build ## A local management cluster + 2 regions, agents syncing; Ctrl-C tears down.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(BIN)/demo --dir $(CURDIR)/.demo
 
+IMG ?= ghcr.io/regionsync/agent:dev
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+docker-build: ## Build the agent image (needs a Docker engine).
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
 lint: ## gofmt and go vet (all build tags).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
 generate: $(BIN)/controller-gen ## Regenerate deepcopy functions and CRDs from api/.
 	$(BIN)/controller-gen object paths=./api/...
-	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
+	$(BIN)/controller-gen crd paths=./api/v1alpha1/... output:crd:artifacts:config=deploy/crds
+	$(BIN)/controller-gen crd paths=./api/demo/... output:crd:artifacts:config=deploy/crds/demo
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod
 	cd hack/tools/gen && $(GO) build -o $(BIN)/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen

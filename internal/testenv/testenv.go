@@ -35,7 +35,8 @@ type Options struct {
 	// Dir receives kubeconfig files and control-plane logs (default: a new temporary directory,
 	// removed by Stop).
 	Dir string
-	// CRDDirectoryPaths are installed on every cluster (default: the repository's deploy/crds).
+	// CRDDirectoryPaths are installed on every cluster (default: the repository's deploy/crds and
+	// deploy/crds/demo).
 	CRDDirectoryPaths []string
 	// NoControllerManager skips kube-controller-manager (faster start; deletions that need the
 	// namespace controller or the garbage collector then never complete).
@@ -105,7 +106,7 @@ func Start(ctx context.Context, names []string, opts Options) (*Fleet, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts.CRDDirectoryPaths = []string{filepath.Join(root, "deploy", "crds")}
+		opts.CRDDirectoryPaths = []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "deploy", "crds", "demo")}
 	}
 	wrappers, err := writeWrappers(filepath.Join(f.dir, "bin"), binDir)
 	if err != nil {

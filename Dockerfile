@@ -1,0 +1,18 @@
+# regionsync agent image: a static binary on a distroless, non-root base.
+#   make docker-build IMG=ghcr.io/regionsync/agent:dev
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY api/ api/
+COPY cmd/ cmd/
+COPY internal/ internal/
+ARG VERSION=dev
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
+    -ldflags "-s -w -X github.com/regionsync/regionsync/internal/agent.Version=${VERSION}" \
+    -o /out/agent ./cmd/agent
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/agent /agent
+USER 65532:65532
+ENTRYPOINT ["/agent"]

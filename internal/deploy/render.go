@@ -1,0 +1,62 @@
+// Package deploy renders the kustomize overlays under deploy/ with kustomize's own krusty (the
+// library behind kubectl apply -k), so tests and the e2e suite apply exactly what operators apply.
+package deploy
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/regionsync/regionsync/internal/config"
+)
+
+// AgentConfigMap is the ConfigMap holding the agent's configuration file (key config.yaml).
+const AgentConfigMap = "regionsync-agent-config"
+
+// Render builds the kustomization in dir.
+func Render(dir string) ([]*unstructured.Unstructured, error) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range rm.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
+
+// Find returns the first object of a kind (and name, when not empty).
+func Find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			return o
+		}
+	}
+	return nil
+}
+
+// AgentConfig extracts and validates the agent configuration an overlay ships.
+func AgentConfig(objs []*unstructured.Unstructured) (*config.AgentConfig, error) {
+	for _, o := range objs {
+		// The generator appends a content hash to the name.
+		if o.GetKind() != "ConfigMap" || !strings.HasPrefix(o.GetName(), AgentConfigMap) {
+			continue
+		}
+		data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
+		cfg, err := config.Parse([]byte(data))
+		if err != nil {
+			return nil, fmt.Errorf("ConfigMap %s: %w", o.GetName(), err)
+		}
+		return cfg, nil
+	}
+	return nil, fmt.Errorf("no ConfigMap %s in the overlay", AgentConfigMap)
+}

@@ -1,0 +1,168 @@
+package deploy
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/regionsync/regionsync/internal/shard"
+)
+
+const regionsDir = "../../deploy/regions"
+
+func regions(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(regionsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	if len(out) < 3 {
+		t.Fatalf("expected at least 3 regions, found %v", out)
+	}
+	return out
+}
+
+func nested(o *unstructured.Unstructured, fields ...string) any {
+	v, _, _ := unstructured.NestedFieldNoCopy(o.Object, fields...)
+	return v
+}
+
+// Every region's agent overlay renders with its own region, an image, 2+ replicas, the
+// management kubeconfig Secret, and a locked-down security context.
+func TestAgentOverlays(t *testing.T) {
+	for _, region := range regions(t) {
+		t.Run(region, func(t *testing.T) {
+			objs, err := Render(filepath.Join(regionsDir, region, "agent"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range objs {
+				if o.GetKind() != "Namespace" && !strings.HasPrefix(o.GetKind(), "Cluster") && o.GetNamespace() != "regionsync-system" {
+					t.Errorf("%s %s is in namespace %q", o.GetKind(), o.GetName(), o.GetNamespace())
+				}
+			}
+			cfg, err := AgentConfig(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Region != region {
+				t.Errorf("config region %q in directory %s", cfg.Region, region)
+			}
+			if !cfg.Telemetry.SecureMetrics {
+				t.Error("metrics not served securely")
+			}
+			d := Find(objs, "Deployment", "regionsync-agent")
+			if d == nil {
+				t.Fatal("no Deployment")
+			}
+			if r, err := strconv.Atoi(fmt.Sprint(nested(d, "spec", "replicas"))); err != nil || r < 2 {
+				t.Errorf("replicas %v", nested(d, "spec", "replicas"))
+			}
+			if l, _ := nested(d, "spec", "template", "metadata", "labels").(map[string]any); l["regionsync.dev/region"] != region {
+				t.Errorf("pod labels %v lack regionsync.dev/region=%s", l, region)
+			}
+			pod := nested(d, "spec", "template", "spec").(map[string]any)
+			if psc := pod["securityContext"].(map[string]any); psc["runAsNonRoot"] != true {
+				t.Errorf("pod securityContext %v", psc)
+			}
+			c := pod["containers"].([]any)[0].(map[string]any)
+			if img, _ := c["image"].(string); !strings.Contains(img, "/") || !strings.Contains(img, ":") {
+				t.Errorf("image %q not set by the overlay", img)
+			}
+			sc := c["securityContext"].(map[string]any)
+			if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false ||
+				!slices.Contains(sc["capabilities"].(map[string]any)["drop"].([]any), any("ALL")) {
+				t.Errorf("container securityContext %v", sc)
+			}
+			if c["livenessProbe"] == nil || c["readinessProbe"] == nil {
+				t.Error("probes missing")
+			}
+			var secret string
+			for _, v := range pod["volumes"].([]any) {
+				if s, ok := v.(map[string]any)["secret"].(map[string]any); ok {
+					secret, _ = s["secretName"].(string)
+				}
+			}
+			if secret != "regionsync-management-kubeconfig" {
+				t.Errorf("management kubeconfig Secret %q", secret)
+			}
+			for _, kind := range []string{"PodDisruptionBudget", "Service", "ServiceAccount", "ClusterRole", "Role"} {
+				if Find(objs, kind, "") == nil {
+					t.Errorf("no %s", kind)
+				}
+			}
+		})
+	}
+}
+
+// Every region's management registration names the region, its identity, and only its own
+// secrets, Region and Lease.
+func TestManagementOverlays(t *testing.T) {
+	for _, region := range regions(t) {
+		t.Run(region, func(t *testing.T) {
+			objs, err := Render(filepath.Join(regionsDir, region, "management"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			agentObjs, err := Render(filepath.Join(regionsDir, region, "agent"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := AgentConfig(agentObjs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if Find(objs, "Region", region) == nil {
+				t.Error("no Region object")
+			}
+			if Find(objs, "ServiceAccount", "region-"+region) == nil {
+				t.Error("no region identity")
+			}
+			own := Find(objs, "ClusterRole", "regionsync-region-"+region)
+			if own == nil {
+				t.Fatal("no name-scoped ClusterRole")
+			}
+			names := map[string][]any{}
+			for _, r := range nested(own, "rules").([]any) {
+				rule := r.(map[string]any)
+				names[rule["resources"].([]any)[0].(string)] = rule["resourceNames"].([]any)
+			}
+			if got := names["secrets"]; len(got) != 1 || got[0] != "tenant-token"+cfg.Shard.RemoteResourceSuffix {
+				t.Errorf("secret names %v, want tenant-token%s", got, cfg.Shard.RemoteResourceSuffix)
+			}
+			if got := names["regions/status"]; len(got) != 1 || got[0] != region {
+				t.Errorf("region status names %v", got)
+			}
+			lease := Find(objs, "Role", "regionsync-region-"+region+"-lease")
+			if lease == nil || nested(lease, "rules").([]any)[0].(map[string]any)["resourceNames"].([]any)[0] != shard.LeaseName(region) {
+				t.Errorf("lease role %v", lease)
+			}
+		})
+	}
+}
+
+// The management base installs the Region CRD and the shared role.
+func TestManagementBase(t *testing.T) {
+	objs, err := Render("../../deploy/kustomize/management")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Find(objs, "CustomResourceDefinition", "regions.regionsync.dev") == nil || Find(objs, "ClusterRole", "regionsync-region") == nil {
+		t.Fatal("management base incomplete")
+	}
+	if Find(objs, "CustomResourceDefinition", "tenants.demo.regionsync.dev") != nil {
+		t.Fatal("the demo CRD must not be part of the management base")
+	}
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# new-region.sh NAME [--suffix SUFFIX] — write the overlays of a new region from the template
+# (deploy/regions/.template): deploy/regions/NAME/agent (apply to the region's cluster) and
+# deploy/regions/NAME/management (apply to management). SUFFIX defaults to "-NAME".
+# It refuses a NAME that is not a DNS label or that already exists, so re-running it never
+# changes an existing region.
+set -euo pipefail
+usage() { echo "usage: $0 NAME [--suffix SUFFIX]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+name=$1; shift
+suffix="-$name"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--suffix) [ $# -ge 2 ] || usage; suffix=$2; shift 2 ;;
+	--suffix=*) suffix=${1#--suffix=}; shift ;;
+	*) usage ;;
+	esac
+done
+if ! [[ $name =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || [ ${#name} -gt 53 ]; then
+	echo "new-region: region name '$name' must be a DNS label (lower case letters, digits, '-'; at most 53 characters so that region-NAME fits)" >&2
+	exit 1
+fi
+if ! [[ $suffix =~ ^[-a-z0-9.]*[a-z0-9]$ ]]; then
+	echo "new-region: suffix '$suffix' must consist of lower case letters, digits, '-' or '.' and end with a letter or digit" >&2
+	exit 1
+fi
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dest="$root/deploy/regions/$name"
+if [ -e "$dest" ]; then
+	echo "new-region: region '$name' already exists at deploy/regions/$name; nothing changed" >&2
+	exit 1
+fi
+tmp=$(mktemp -d "$root/deploy/regions/.new-$name.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+cp -R "$root/deploy/regions/.template/." "$tmp/"
+find "$tmp" -type f -print0 | while IFS= read -r -d '' f; do
+	sed -i -e "s|__REGION__|$name|g" -e "s|__SUFFIX__|$suffix|g" "$f"
+done
+mv "$tmp" "$dest"
+trap - EXIT
+echo "new-region: wrote deploy/regions/$name/{agent,management} (suffix $suffix)"
+echo "  management: kubectl apply -k deploy/regions/$name/management"
+echo "  region:     create Secret regionsync-system/regionsync-management-kubeconfig, then kubectl apply -k deploy/regions/$name/agent"
