@@ -3,9 +3,9 @@ package deploy
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
