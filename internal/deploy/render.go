@@ -25,11 +25,16 @@ func Render(dir string) ([]*unstructured.Unstructured, error) {
 	}
 	var out []*unstructured.Unstructured
 	for _, r := range rm.Resources() {
-		m, err := r.Map()
+		// Through JSON, so that numbers are int64/float64 as everywhere in client-go.
+		data, err := r.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 		}
-		out = append(out, &unstructured.Unstructured{Object: m})
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+		}
+		out = append(out, u)
 	}
 	return out, nil
 }

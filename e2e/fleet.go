@@ -1,0 +1,125 @@
+//go:build e2e
+
+// Package e2e runs regionsync's end-to-end scenarios on a management cluster and several regions,
+// deployed from the kustomize overlays under deploy/ exactly as operators deploy them. Two
+// providers implement Fleet: local (real kube-apiserver, etcd and kube-controller-manager
+// processes, the agent binary as 2 processes per region, every identity enforced by
+// impersonation; runs everywhere, CI included) and kind (clusters from sigs.k8s.io/kind, the image
+// built and loaded; needs Docker: make test-e2e-kind).
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/regionsync/regionsync/internal/deploy"
+)
+
+// Fleet is what the scenarios need from a provider.
+type Fleet interface {
+	// Management is an admin client on the management cluster.
+	Management() client.Client
+	// Region is an admin client on a regional cluster.
+	Region(name string) client.Client
+	// Regions lists the deployed regions.
+	Regions() []string
+	// AddRegion creates a cluster for a region whose overlays exist under deployDir and deploys
+	// it (management registration, agent overlay, agents running).
+	AddRegion(ctx context.Context, name, deployDir string) error
+	// KillLeader kills the replica of region that syncs (SIGKILL, or a pod deletion with no
+	// grace period) and returns its name.
+	KillLeader(ctx context.Context, region string) (string, error)
+	// AgentIdentities are clients acting as region's agent: its ServiceAccount in the region and
+	// its identity on management.
+	AgentIdentities(region string) (local, management client.Client, err error)
+}
+
+// Regions deployed at the start of every e2e run.
+var Regions = []string{"us-east-1", "eu-west-1", "ap-southeast-1"}
+
+// RepoDeployDir is the repository's deploy/ directory.
+func RepoDeployDir() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(wd, "..", "deploy"), nil
+}
+
+// CopyDeployTree copies deploy/ and scripts/new-region.sh into dir, so that a scenario can add a
+// region with the script without touching the checkout. It returns the copied deploy/ path.
+func CopyDeployTree(dir string) (string, error) {
+	src, err := RepoDeployDir()
+	if err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("cp", "-R", src, filepath.Join(dir, "deploy")).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copying deploy/: %v: %s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o755); err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("cp", filepath.Join(src, "..", "scripts", "new-region.sh"), filepath.Join(dir, "scripts")).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copying new-region.sh: %v: %s", err, out)
+	}
+	return filepath.Join(dir, "deploy"), nil
+}
+
+// Overlays are a region's rendered overlays.
+type Overlays struct {
+	Agent, Management []*unstructured.Unstructured
+}
+
+// RenderRegion renders deploy/regions/<region>/{agent,management} with krusty.
+func RenderRegion(deployDir, region string) (Overlays, error) {
+	agent, err := deploy.Render(filepath.Join(deployDir, "regions", region, "agent"))
+	if err != nil {
+		return Overlays{}, err
+	}
+	mgmt, err := deploy.Render(filepath.Join(deployDir, "regions", region, "management"))
+	if err != nil {
+		return Overlays{}, err
+	}
+	return Overlays{Agent: agent, Management: mgmt}, nil
+}
+
+// applyOrder sorts objects so that what others need exists first (namespaces, CRDs, accounts and
+// roles before bindings and workloads), the order kubectl apply would need.
+func applyOrder(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	rank := map[string]int{
+		"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 3, "Role": 3,
+		"ClusterRoleBinding": 4, "RoleBinding": 4, "ConfigMap": 5, "Secret": 5,
+	}
+	out := append([]*unstructured.Unstructured(nil), objs...)
+	r := func(o *unstructured.Unstructured) int {
+		if v, ok := rank[o.GetKind()]; ok {
+			return v
+		}
+		return 9
+	}
+	for i := 1; i < len(out); i++ { // stable insertion sort: keeps the overlay's order per rank
+		for j := i; j > 0 && r(out[j]) < r(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// Apply server-side-applies objects in dependency order.
+func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+	for _, o := range applyOrder(objs) {
+		o = o.DeepCopy()
+		o.SetManagedFields(nil)
+		o.SetResourceVersion("")
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("regionsync-e2e"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	"github.com/regionsync/regionsync/internal/deploy"
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/tenantoperator"
+	"github.com/regionsync/regionsync/internal/testenv"
+)
+
+// Identities the overlays create: the agent's ServiceAccount in the region and the region's
+// ServiceAccount on management.
+const (
+	agentNamespace      = "regionsync-system"
+	agentServiceAccount = "regionsync-agent"
+)
+
+func regionServiceAccount(region string) string { return "region-" + region }
+
+// LocalFleet is the local provider: every cluster is a real control plane from testenv, every
+// agent replica a separate bin/agent process that authenticates as the overlay's identities.
+type LocalFleet struct {
+	AgentBinary string
+	Dir         string
+	Log         func(string, ...any)
+
+	mgmt     *testenv.Cluster
+	fleets   []*testenv.Fleet
+	mu       sync.Mutex
+	regions  map[string]*localRegion
+	order    []string
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	ctx      context.Context
+}
+
+type localRegion struct {
+	cluster  *testenv.Cluster
+	replicas []*localAgent
+}
+
+type localAgent struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartLocal starts management and the given regions, and deploys every region from deployDir.
+func StartLocal(ctx context.Context, agentBinary, dir, deployDir string, regions []string, log func(string, ...any)) (*LocalFleet, error) {
+	f := &LocalFleet{AgentBinary: agentBinary, Dir: dir, Log: log, regions: map[string]*localRegion{}}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	fl, err := testenv.Start(ctx, append([]string{"management"}, regions...), testenv.Options{Dir: filepath.Join(dir, "clusters"), Log: log})
+	if err != nil {
+		return nil, err
+	}
+	f.fleets = append(f.fleets, fl)
+	f.mgmt = fl.Cluster("management")
+	base, err := deploy.Render(filepath.Join(deployDir, "kustomize", "management"))
+	if err != nil {
+		f.Stop()
+		return nil, err
+	}
+	if err := Apply(ctx, f.mgmt.Client, base); err != nil {
+		f.Stop()
+		return nil, fmt.Errorf("management base: %w", err)
+	}
+	for _, r := range regions {
+		if err := f.deploy(ctx, r, fl.Cluster(r), deployDir); err != nil {
+			f.Stop()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// Stop stops every agent, tenant operator and cluster.
+func (f *LocalFleet) Stop() {
+	f.stopOnce.Do(func() {
+		f.mu.Lock()
+		for _, r := range f.regions {
+			for _, a := range r.replicas {
+				a.kill(syscall.SIGTERM)
+			}
+		}
+		f.mu.Unlock()
+		f.cancel()
+		for _, fl := range f.fleets {
+			_ = fl.Stop()
+		}
+	})
+}
+
+func (a *localAgent) kill(sig syscall.Signal) {
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Signal(sig)
+	select {
+	case <-a.done:
+	case <-time.After(20 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+}
+
+// deploy applies a region's management registration and agent overlay, runs the tenant operator
+// in the region, and starts two agent replicas with the overlay's configuration.
+func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Cluster, deployDir string) error {
+	ov, err := RenderRegion(deployDir, region)
+	if err != nil {
+		return err
+	}
+	if err := Apply(ctx, f.mgmt.Client, ov.Management); err != nil {
+		return fmt.Errorf("%s management registration: %w", region, err)
+	}
+	if err := Apply(ctx, c.Client, ov.Agent); err != nil {
+		return fmt.Errorf("%s agent overlay: %w", region, err)
+	}
+	cfg, err := deploy.AgentConfig(ov.Agent)
+	if err != nil {
+		return err
+	}
+	// The agent authenticates as the overlay's identities: its ServiceAccount in the region, the
+	// region's ServiceAccount on management. Only the shipped RBAC lets it do anything.
+	localKC, err := c.WriteImpersonatingKubeconfig("agent-kubeconfig", testenv.ServiceAccountUser(agentNamespace, agentServiceAccount),
+		"system:serviceaccounts", "system:serviceaccounts:"+agentNamespace)
+	if err != nil {
+		return err
+	}
+	mgmtKC, err := f.mgmt.WriteImpersonatingKubeconfig("region-"+region+"-kubeconfig", testenv.ServiceAccountUser(agentNamespace, regionServiceAccount(region)),
+		"system:serviceaccounts", "system:serviceaccounts:"+agentNamespace)
+	if err != nil {
+		return err
+	}
+	// The file the Deployment mounts: same configuration, local paths and ports.
+	cfg.Management.Kubeconfig = mgmtKC
+	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(f.Dir, region+"-agent.yaml")
+	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
+		return err
+	}
+	if err := f.startOperator(c, region); err != nil {
+		return err
+	}
+	r := &localRegion{cluster: c}
+	for i := range 2 {
+		a, err := f.startAgent(fmt.Sprintf("%s-replica-%d", region, i), cfgPath, localKC)
+		if err != nil {
+			return err
+		}
+		r.replicas = append(r.replicas, a)
+	}
+	f.mu.Lock()
+	f.regions[region] = r
+	f.order = append(f.order, region)
+	f.mu.Unlock()
+	f.Log("%s deployed: 2 agent replicas as %s, on management as %s", region,
+		testenv.ServiceAccountUser(agentNamespace, agentServiceAccount), testenv.ServiceAccountUser(agentNamespace, regionServiceAccount(region)))
+	return nil
+}
+
+func (f *LocalFleet) startOperator(c *testenv.Cluster, region string) error {
+	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+	})
+	if err != nil {
+		return err
+	}
+	if err := (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: region}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() { _ = mgr.Start(f.ctx) }()
+	return nil
+}
+
+func (f *LocalFleet) startAgent(name, cfgPath, kubeconfig string) (*localAgent, error) {
+	logFile, err := os.Create(filepath.Join(f.Dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(f.AgentBinary, "--config", cfgPath, "--kubeconfig", kubeconfig)
+	cmd.Env = append(os.Environ(), "POD_NAME="+name)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	a := &localAgent{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logFile.Close(); close(a.done) }()
+	return a, nil
+}
+
+// Management implements Fleet.
+func (f *LocalFleet) Management() client.Client { return f.mgmt.Client }
+
+// Region implements Fleet.
+func (f *LocalFleet) Region(name string) client.Client {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.regions[name].cluster.Client
+}
+
+// Regions implements Fleet.
+func (f *LocalFleet) Regions() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.order...)
+}
+
+// AddRegion implements Fleet: a new control plane for the region, then the same deployment.
+func (f *LocalFleet) AddRegion(ctx context.Context, name, deployDir string) error {
+	fl, err := testenv.Start(ctx, []string{name}, testenv.Options{Dir: filepath.Join(f.Dir, "clusters-"+name), Log: f.Log})
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.fleets = append(f.fleets, fl)
+	f.mu.Unlock()
+	return f.deploy(ctx, name, fl.Cluster(name), deployDir)
+}
+
+// KillLeader implements Fleet: the replica named on the region's shard Lease gets SIGKILL, and a
+// new replica replaces it (as a Deployment would).
+func (f *LocalFleet) KillLeader(ctx context.Context, region string) (string, error) {
+	lease := &coordinationv1.Lease{}
+	if err := f.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: shard.LeaseName(region)}, lease); err != nil {
+		return "", err
+	}
+	holder := lease.Annotations[shard.HolderAnnotation]
+	f.mu.Lock()
+	r := f.regions[region]
+	f.mu.Unlock()
+	for i, a := range r.replicas {
+		if a.name == holder {
+			a.kill(syscall.SIGKILL)
+			repl, err := f.startAgent(holder+"-next", a.cmd.Args[2], a.cmd.Args[4])
+			if err != nil {
+				return "", err
+			}
+			f.mu.Lock()
+			r.replicas[i] = repl
+			f.mu.Unlock()
+			return holder, nil
+		}
+	}
+	return "", fmt.Errorf("no running replica named %q (the Lease's holder) in %s", holder, region)
+}
+
+// AgentIdentities implements Fleet.
+func (f *LocalFleet) AgentIdentities(region string) (client.Client, client.Client, error) {
+	f.mu.Lock()
+	r, ok := f.regions[region]
+	f.mu.Unlock()
+	if !ok {
+		return nil, nil, errors.New("unknown region " + region)
+	}
+	local, err := r.cluster.ServiceAccountClient(agentNamespace, agentServiceAccount)
+	if err != nil {
+		return nil, nil, err
+	}
+	mgmt, err := f.mgmt.ServiceAccountClient(agentNamespace, regionServiceAccount(region))
+	return local, mgmt, err
+}
+
+func ptr[T any](v T) *T { return &v }
+

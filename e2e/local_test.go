@@ -1,0 +1,60 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// TestLocal deploys management + 3 regions from the overlays on local control planes and runs
+// every scenario.
+func TestLocal(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
+	start := time.Now()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agent")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/agent")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	deployCopy, err := CopyDeployTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := StartLocal(context.Background(), bin, dir, deployCopy, Regions, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Stop()
+		if t.Failed() {
+			for _, r := range append(Regions, "sa-east-1") {
+				for _, n := range []string{"-replica-0", "-replica-1"} {
+					if data, err := os.ReadFile(filepath.Join(dir, r+n+".log")); err == nil {
+						t.Logf("--- %s%s (tail) ---\n%s", r, n, tail(string(data), 2000))
+					}
+				}
+			}
+		}
+	})
+	t.Logf("fleet deployed in %s", time.Since(start).Round(100*time.Millisecond))
+	RunScenarios(t, f, deployCopy)
+	t.Logf("local e2e took %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

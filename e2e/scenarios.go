@@ -1,0 +1,173 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/tenantoperator"
+)
+
+// RunScenarios runs every scenario against a deployed fleet. deployCopy is a writable copy of
+// deploy/ (with scripts/new-region.sh beside it) for the add-a-region scenario.
+func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
+	ctx := context.Background()
+	keys := shard.NewKeys("regionsync.dev")
+	t.Run("tenant per region flows down and its status and token come back", func(t *testing.T) {
+		for _, r := range f.Regions() {
+			createTenant(t, f, "acme", r)
+		}
+		for _, r := range f.Regions() {
+			waitRoundTrip(t, f, keys, "acme", r)
+		}
+	})
+	t.Run("objects of one region never reach another", func(t *testing.T) {
+		// Every region holds exactly one copy in namespace acme: its own (marked for it, from its
+		// own remote object), never another region's.
+		for _, r := range f.Regions() {
+			list := &demov1alpha1.TenantList{}
+			if err := f.Region(r).List(ctx, list, client.InNamespace("acme")); err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Items) != 1 {
+				t.Fatalf("%s holds %d Tenants in acme, want its own only", r, len(list.Items))
+			}
+			tn := list.Items[0]
+			if tn.Labels[keys.Region] != r || tn.Annotations[keys.RemoteUID] != string(remoteUID(t, f, "acme", r)) {
+				t.Fatalf("%s's copy is marked for %q from %q", r, tn.Labels[keys.Region], tn.Annotations[keys.RemoteUID])
+			}
+		}
+	})
+	t.Run("leader killed, sync continues", func(t *testing.T) {
+		r := f.Regions()[0]
+		victim, err := f.KillLeader(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		createTenant(t, f, "after-kill", r)
+		waitRoundTrip(t, f, keys, "after-kill", r)
+		t.Logf("%s: leader %s killed; the next object completed its round trip %s later", r, victim, time.Since(start).Round(10*time.Millisecond))
+	})
+	t.Run("add a region with new-region.sh", func(t *testing.T) {
+		name := "sa-east-1"
+		out, err := exec.Command(filepath.Join(deployCopy, "..", "scripts", "new-region.sh"), name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("new-region.sh: %v\n%s", err, out)
+		}
+		if out, err := exec.Command(filepath.Join(deployCopy, "..", "scripts", "new-region.sh"), name).CombinedOutput(); err == nil {
+			t.Fatalf("new-region.sh accepted an existing region:\n%s", out)
+		}
+		if err := f.AddRegion(ctx, name, deployCopy); err != nil {
+			t.Fatal(err)
+		}
+		createTenant(t, f, "acme", name)
+		waitRoundTrip(t, f, keys, "acme", name)
+	})
+	t.Run("RBAC: the agent cannot read what its rules do not need", func(t *testing.T) {
+		r := f.Regions()[0]
+		local, mgmt, err := f.AgentIdentities(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := f.Regions()[1]
+		forbidden := map[string]error{
+			"list all secrets in the region":          local.List(ctx, &corev1.SecretList{}, client.InNamespace("acme")),
+			"get a secret not named in the config":    local.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "anything"}, &corev1.Secret{}),
+			"list configmaps in the region":           local.List(ctx, &corev1.ConfigMapList{}),
+			"list namespaces in the region":           local.List(ctx, &corev1.NamespaceList{}),
+			"get another region's token":              mgmt.Get(ctx, client.ObjectKey{Namespace: "acme", Name: tenantoperator.TokenSecretName + "-" + other}, &corev1.Secret{}),
+			"list secrets on management":              mgmt.List(ctx, &corev1.SecretList{}),
+			"get another region's Region":             mgmt.Get(ctx, client.ObjectKey{Name: other}, &regionsyncv1alpha1.Region{}),
+			"delete a Tenant on management":           mgmt.Delete(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "acme-" + r}}),
+			"create a Tenant on management":           mgmt.Create(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "forged-" + r}, Spec: demov1alpha1.TenantSpec{DisplayName: "x"}}),
+		}
+		for what, err := range forbidden {
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("%s: want Forbidden, got %v", what, err)
+			}
+		}
+		// And what the rules are for is allowed.
+		if err := mgmt.Get(ctx, client.ObjectKey{Name: r}, &regionsyncv1alpha1.Region{}); err != nil {
+			t.Errorf("its own Region: %v", err)
+		}
+		if err := local.Get(ctx, client.ObjectKey{Namespace: "acme", Name: tenantoperator.TokenSecretName}, &corev1.Secret{}); err != nil {
+			t.Errorf("its configured secret: %v", err)
+		}
+	})
+}
+
+func remoteUID(t *testing.T, f Fleet, ns, region string) types.UID {
+	tn := &demov1alpha1.Tenant{}
+	if err := f.Management().Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "acme-" + region}, tn); err != nil {
+		t.Fatal(err)
+	}
+	return tn.UID
+}
+
+// createTenant creates namespace ns on management with the region's Tenant "<ns>-<region>"
+// named for the shard ("acme-us-east-1" → local "acme") and the empty token Secret it uploads to.
+func createTenant(t *testing.T, f Fleet, ns, region string) {
+	t.Helper()
+	ctx := context.Background()
+	mgmt := f.Management()
+	if err := mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantoperator.TokenSecretName + "-" + region}},
+		&demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-" + region}, Spec: demov1alpha1.TenantSpec{DisplayName: "Acme " + region, Plan: "team"}},
+	} {
+		if err := mgmt.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitRoundTrip waits until the region's Tenant in ns is copied down, reconciled, its status and
+// token are back on management and the generation annotations are current.
+func waitRoundTrip(t *testing.T, f Fleet, keys shard.Keys, ns, region string) {
+	t.Helper()
+	ctx := context.Background()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		remote, local, token := &demov1alpha1.Tenant{}, &demov1alpha1.Tenant{}, &corev1.Secret{}
+		if err := f.Management().Get(ctx, client.ObjectKey{Namespace: ns, Name: "acme-" + region}, remote); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if err := f.Region(region).Get(ctx, client.ObjectKey{Namespace: ns, Name: "acme"}, local); err != nil {
+			last = "local: " + err.Error()
+			return false, nil
+		}
+		if err := f.Management().Get(ctx, client.ObjectKey{Namespace: ns, Name: tenantoperator.TokenSecretName + "-" + region}, token); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		current := remote.Annotations[keys.RemoteGeneration] == strconv.FormatInt(remote.Generation, 10) &&
+			remote.Annotations[keys.LocalGeneration] == strconv.FormatInt(local.Generation, 10) &&
+			remote.Status.Phase == tenantoperator.PhaseReady && remote.Status.ObservedGeneration == local.Generation &&
+			len(token.Data["token"]) > 0
+		last = fmt.Sprintf("status %+v annotations %v token %d bytes", remote.Status, remote.Annotations, len(token.Data["token"]))
+		return current, nil
+	})
+	if err != nil {
+		t.Fatalf("%s/%s round trip in %s: %v (last: %s)", ns, "acme-"+region, region, err, last)
+	}
+}
