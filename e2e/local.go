@@ -290,4 +290,3 @@ func (f *LocalFleet) AgentIdentities(region string) (client.Client, client.Clien
 }
 
 func ptr[T any](v T) *T { return &v }
-

@@ -88,15 +88,15 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		}
 		other := f.Regions()[1]
 		forbidden := map[string]error{
-			"list all secrets in the region":          local.List(ctx, &corev1.SecretList{}, client.InNamespace("acme")),
-			"get a secret not named in the config":    local.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "anything"}, &corev1.Secret{}),
-			"list configmaps in the region":           local.List(ctx, &corev1.ConfigMapList{}),
-			"list namespaces in the region":           local.List(ctx, &corev1.NamespaceList{}),
-			"get another region's token":              mgmt.Get(ctx, client.ObjectKey{Namespace: "acme", Name: tenantoperator.TokenSecretName + "-" + other}, &corev1.Secret{}),
-			"list secrets on management":              mgmt.List(ctx, &corev1.SecretList{}),
-			"get another region's Region":             mgmt.Get(ctx, client.ObjectKey{Name: other}, &regionsyncv1alpha1.Region{}),
-			"delete a Tenant on management":           mgmt.Delete(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "acme-" + r}}),
-			"create a Tenant on management":           mgmt.Create(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "forged-" + r}, Spec: demov1alpha1.TenantSpec{DisplayName: "x"}}),
+			"list all secrets in the region":       local.List(ctx, &corev1.SecretList{}, client.InNamespace("acme")),
+			"get a secret not named in the config": local.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "anything"}, &corev1.Secret{}),
+			"list configmaps in the region":        local.List(ctx, &corev1.ConfigMapList{}),
+			"list namespaces in the region":        local.List(ctx, &corev1.NamespaceList{}),
+			"get another region's token":           mgmt.Get(ctx, client.ObjectKey{Namespace: "acme", Name: tenantoperator.TokenSecretName + "-" + other}, &corev1.Secret{}),
+			"list secrets on management":           mgmt.List(ctx, &corev1.SecretList{}),
+			"get another region's Region":          mgmt.Get(ctx, client.ObjectKey{Name: other}, &regionsyncv1alpha1.Region{}),
+			"delete a Tenant on management":        mgmt.Delete(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "acme-" + r}}),
+			"create a Tenant on management":        mgmt.Create(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "forged-" + r}, Spec: demov1alpha1.TenantSpec{DisplayName: "x"}}),
 		}
 		for what, err := range forbidden {
 			if !apierrors.IsForbidden(err) {
