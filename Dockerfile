@@ -10,9 +10,11 @@ COPY internal/ internal/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
     -ldflags "-s -w -X github.com/regionsync/regionsync/internal/agent.Version=${VERSION}" \
-    -o /out/agent ./cmd/agent
+    -o /out/ ./cmd/agent ./cmd/tenant-operator
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/agent /agent
+# The demo's tenant operator ships in the same image for the kind e2e (it is never the entrypoint).
+COPY --from=build /out/tenant-operator /tenant-operator
 USER 65532:65532
 ENTRYPOINT ["/agent"]

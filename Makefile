@@ -7,7 +7,7 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build bench docker-build test test-rules test-unit fuzz demo lint generate control-plane clean
+.PHONY: all build bench docker-build test-e2e test-e2e-kind test test-rules test-unit fuzz demo lint generate control-plane clean
 
 all: build
 
@@ -19,6 +19,13 @@ control-plane: ## Build (first time) or locate the cached control-plane binaries
 
 test: control-plane build test-rules ## Unit and integration tests against real API servers, and the alert rules.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+E2E_TIMEOUT ?= 20m
+test-e2e: control-plane ## End-to-end scenarios on the local provider (management + 3 regions, agents as processes).
+	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/
+
+test-e2e-kind: ## The same scenarios on kind clusters (needs Docker).
+	$(GO) test -tags e2e,kind -count=1 -timeout 60m -v -run 'TestKind$$' ./e2e/
 
 MONITORING := deploy/kustomize/components/monitoring
 test-rules: ## promtool: check and unit-test the Prometheus alerting rules (installs promtool if needed).
@@ -48,6 +55,8 @@ docker-build: ## Build the agent image (needs a Docker engine).
 lint: ## gofmt and go vet (all build tags).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
+	$(GO) vet -tags e2e,kind ./...
 
 generate: $(BIN)/controller-gen ## Regenerate deepcopy functions and CRDs from api/.
 	$(BIN)/controller-gen object paths=./api/...

@@ -1,0 +1,392 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+
+	"github.com/regionsync/regionsync/internal/deploy"
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/shard"
+)
+
+// KindPrefix starts the name of every kind cluster the provider creates.
+const KindPrefix = "regionsync-"
+
+// ManagementKubeconfigSecret is the Secret (key "kubeconfig") the agent overlay mounts.
+const ManagementKubeconfigSecret = "regionsync-management-kubeconfig"
+
+// KindCluster is one cluster the kind provider creates.
+type KindCluster struct {
+	Name   string
+	Region string // "" for management
+	Config *v1alpha4.Cluster
+}
+
+// KubeconfigSecret is the management kubeconfig Secret written into a region: a token of the
+// region's ServiceAccount on management, for the management API server's address inside the
+// kind network.
+type KubeconfigSecret struct {
+	Region, Namespace, Name, Key string
+	ServiceAccount               string // namespace/name on management
+	Server                       string
+}
+
+// Step is one action of the deployment, in order.
+type Step struct {
+	Cluster string // kind cluster name
+	Action  string // "create-cluster", "load-image", "apply", "kubeconfig-secret"
+	Path    string // for apply: the kustomization under deploy/
+}
+
+// KindPlan is everything the kind provider creates, computed without Docker.
+type KindPlan struct {
+	Image    string
+	Clusters []KindCluster
+	Secrets  []KubeconfigSecret
+	Steps    []Step
+}
+
+func kindName(region string) string {
+	if region == "" {
+		return KindPrefix + "management"
+	}
+	return KindPrefix + region
+}
+
+// PlanKind plans a management cluster and the regions.
+func PlanKind(regions []string, image string) KindPlan {
+	p := KindPlan{Image: image}
+	mgmt := kindName("")
+	p.Clusters = append(p.Clusters, kindCluster(mgmt, ""))
+	for _, r := range regions {
+		p.Clusters = append(p.Clusters, kindCluster(kindName(r), r))
+	}
+	for _, c := range p.Clusters {
+		p.Steps = append(p.Steps, Step{Cluster: c.Name, Action: "create-cluster"})
+	}
+	p.Steps = append(p.Steps,
+		Step{Cluster: mgmt, Action: "apply", Path: "crds/demo"},
+		Step{Cluster: mgmt, Action: "apply", Path: "kustomize/management"},
+	)
+	for _, r := range regions {
+		p.Steps = append(p.Steps, p.regionSteps(r)...)
+	}
+	return p
+}
+
+func kindCluster(name, region string) KindCluster {
+	cfg := &v1alpha4.Cluster{
+		TypeMeta: v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Name:     name,
+		Nodes:    []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole}},
+	}
+	v1alpha4.SetDefaultsCluster(cfg)
+	return KindCluster{Name: name, Region: region, Config: cfg}
+}
+
+// regionSteps registers a region on management, gives it the management kubeconfig, loads the
+// image and applies its agent overlay.
+func (p *KindPlan) regionSteps(region string) []Step {
+	c := kindName(region)
+	p.Secrets = append(p.Secrets, KubeconfigSecret{
+		Region: region, Namespace: agentNamespace, Name: ManagementKubeconfigSecret, Key: "kubeconfig",
+		ServiceAccount: agentNamespace + "/" + regionServiceAccount(region),
+		// kind nodes share the "kind" Docker network; the control plane is reachable by its
+		// container name.
+		Server: "https://" + kindName("") + "-control-plane:6443",
+	})
+	return []Step{
+		{Cluster: kindName(""), Action: "apply", Path: "regions/" + region + "/management"},
+		{Cluster: c, Action: "load-image"},
+		{Cluster: c, Action: "apply", Path: "crds/demo"},
+		{Cluster: c, Action: "apply-namespace"},
+		{Cluster: c, Action: "kubeconfig-secret"},
+		{Cluster: c, Action: "apply", Path: "regions/" + region + "/agent"},
+		{Cluster: c, Action: "tenant-operator"},
+	}
+}
+
+// KindFleet is the kind provider: it runs a KindPlan with Docker.
+type KindFleet struct {
+	Plan      KindPlan
+	DeployDir string
+	Log       func(string, ...any)
+
+	provider *cluster.Provider
+	clients  map[string]client.Client
+	configs  map[string]*rest.Config
+	regions  []string
+}
+
+// StartKind creates the clusters, builds and loads the image, and deploys every region.
+func StartKind(ctx context.Context, plan KindPlan, deployDir string, log func(string, ...any)) (*KindFleet, error) {
+	f := &KindFleet{Plan: plan, DeployDir: deployDir, Log: log, provider: cluster.NewProvider(cluster.ProviderWithDocker()),
+		clients: map[string]client.Client{}, configs: map[string]*rest.Config{}}
+	if err := buildImage(plan.Image); err != nil {
+		return nil, err
+	}
+	// Steps run in order; f is returned even on failure so that Stop can delete the clusters.
+	if err := f.run(ctx, plan.Steps); err != nil {
+		return f, err // the caller deletes what was created
+	}
+	for _, c := range plan.Clusters {
+		if c.Region != "" {
+			f.regions = append(f.regions, c.Region)
+		}
+	}
+	return f, nil
+}
+
+func buildImage(image string) error {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("docker", "build", "-t", image, root)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
+}
+
+func (f *KindFleet) run(ctx context.Context, steps []Step) error {
+	for _, s := range steps {
+		f.Log("kind: %s %s %s", s.Cluster, s.Action, s.Path)
+		if err := f.step(ctx, s); err != nil {
+			return fmt.Errorf("%s on %s: %w", s.Action, s.Cluster, err)
+		}
+	}
+	return nil
+}
+
+func (f *KindFleet) step(ctx context.Context, s Step) error {
+	switch s.Action {
+	case "create-cluster":
+		idx := slices.IndexFunc(f.Plan.Clusters, func(c KindCluster) bool { return c.Name == s.Cluster })
+		if err := f.provider.Create(s.Cluster, cluster.CreateWithV1Alpha4Config(f.Plan.Clusters[idx].Config),
+			cluster.CreateWithWaitForReady(3*time.Minute), cluster.CreateWithDisplayUsage(false)); err != nil {
+			return err
+		}
+		return f.connect(s.Cluster)
+	case "load-image":
+		return f.loadImage(s.Cluster)
+	case "apply":
+		objs, err := deploy.Render(filepath.Join(f.DeployDir, s.Path))
+		if err != nil {
+			return err
+		}
+		if s.Path != "crds/demo" {
+			objs = withImage(objs, f.Plan.Image)
+		}
+		return Apply(ctx, f.clients[s.Cluster], objs)
+	case "apply-namespace":
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}
+		return client.IgnoreAlreadyExists(f.clients[s.Cluster].Create(ctx, ns))
+	case "kubeconfig-secret":
+		return f.kubeconfigSecret(ctx, s.Cluster)
+	case "tenant-operator":
+		return Apply(ctx, f.clients[s.Cluster], tenantOperatorObjects(f.Plan.Image, regionOf(f.Plan, s.Cluster)))
+	}
+	return fmt.Errorf("unknown step %q", s.Action)
+}
+
+func regionOf(p KindPlan, clusterName string) string {
+	for _, c := range p.Clusters {
+		if c.Name == clusterName {
+			return c.Region
+		}
+	}
+	return ""
+}
+
+// connect builds admin clients from kind's (external) kubeconfig.
+func (f *KindFleet) connect(name string) error {
+	raw, err := f.provider.KubeConfig(name, false)
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(raw))
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	f.clients[name], f.configs[name] = c, cfg
+	return nil
+}
+
+// loadImage streams `docker save` of the image into every node of the cluster.
+func (f *KindFleet) loadImage(name string) error {
+	nodes, err := f.provider.ListInternalNodes(name)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		save := exec.Command("docker", "save", f.Plan.Image)
+		out, err := save.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := save.Start(); err != nil {
+			return err
+		}
+		loadErr := nodeutils.LoadImageArchive(n, out)
+		_, _ = io.Copy(io.Discard, out)
+		if err := save.Wait(); err != nil {
+			return err
+		}
+		if loadErr != nil {
+			return loadErr
+		}
+	}
+	return nil
+}
+
+// kubeconfigSecret writes the region's management kubeconfig Secret: a token of the region's
+// ServiceAccount on management for the management API server's in-network address.
+func (f *KindFleet) kubeconfigSecret(ctx context.Context, clusterName string) error {
+	region := regionOf(f.Plan, clusterName)
+	idx := slices.IndexFunc(f.Plan.Secrets, func(s KubeconfigSecret) bool { return s.Region == region })
+	spec := f.Plan.Secrets[idx]
+	mgmtCfg := f.configs[kindName("")]
+	cs, err := kubernetes.NewForConfig(mgmtCfg)
+	if err != nil {
+		return err
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, regionServiceAccount(region),
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(24 * 3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["management"] = &clientcmdapi.Cluster{Server: spec.Server, CertificateAuthorityData: mgmtCfg.CAData}
+	kc.AuthInfos["region"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	kc.Contexts["management"] = &clientcmdapi.Context{Cluster: "management", AuthInfo: "region"}
+	kc.CurrentContext = "management"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: spec.Namespace, Name: spec.Name}, Data: map[string][]byte{spec.Key: data}}
+	return client.IgnoreAlreadyExists(f.clients[clusterName].Create(ctx, secret))
+}
+
+// withImage points the agent Deployment at the image under test.
+func withImage(objs []*unstructured.Unstructured, image string) []*unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for i := range containers {
+			c := containers[i].(map[string]any)
+			c["image"] = image
+			c["imagePullPolicy"] = "IfNotPresent"
+		}
+		_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
+	}
+	return objs
+}
+
+// tenantOperatorObjects runs the demo tenant operator (in the agent image) in a region.
+func tenantOperatorObjects(image, region string) []*unstructured.Unstructured {
+	u := func(m map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: m} }
+	labels := map[string]any{"app.kubernetes.io/name": "tenant-operator"}
+	return []*unstructured.Unstructured{
+		u(map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "tenant-operator", "namespace": agentNamespace}}),
+		u(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": map[string]any{"name": "tenant-operator"},
+			"rules": []any{
+				map[string]any{"apiGroups": []any{"demo.regionsync.dev"}, "resources": []any{"tenants", "tenants/status"}, "verbs": []any{"get", "list", "watch", "update", "patch"}},
+				map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"get", "list", "watch", "create"}},
+			}}),
+		u(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": map[string]any{"name": "tenant-operator"},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "tenant-operator"},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "tenant-operator", "namespace": agentNamespace}}}),
+		u(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "tenant-operator", "namespace": agentNamespace},
+			"spec": map[string]any{"replicas": int64(1), "selector": map[string]any{"matchLabels": labels},
+				"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{
+					"serviceAccountName": "tenant-operator",
+					"securityContext":    map[string]any{"runAsNonRoot": true},
+					"containers": []any{map[string]any{"name": "operator", "image": image, "imagePullPolicy": "IfNotPresent",
+						"command": []any{"/tenant-operator"}, "args": []any{"--region=" + region},
+						"securityContext": map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": map[string]any{"drop": []any{"ALL"}}}}},
+				}}}}),
+	}
+}
+
+// Management implements Fleet.
+func (f *KindFleet) Management() client.Client { return f.clients[kindName("")] }
+
+// Region implements Fleet.
+func (f *KindFleet) Region(name string) client.Client { return f.clients[kindName(name)] }
+
+// Regions implements Fleet.
+func (f *KindFleet) Regions() []string { return append([]string(nil), f.regions...) }
+
+// AddRegion implements Fleet.
+func (f *KindFleet) AddRegion(ctx context.Context, name, deployDir string) error {
+	f.DeployDir = deployDir
+	f.Plan.Clusters = append(f.Plan.Clusters, kindCluster(kindName(name), name))
+	steps := append([]Step{{Cluster: kindName(name), Action: "create-cluster"}}, f.Plan.regionSteps(name)...)
+	if err := f.run(ctx, steps); err != nil {
+		return err
+	}
+	f.regions = append(f.regions, name)
+	return nil
+}
+
+// KillLeader implements Fleet: the pod named on the shard Lease is deleted without grace.
+func (f *KindFleet) KillLeader(ctx context.Context, region string) (string, error) {
+	lease := &coordinationv1.Lease{}
+	if err := f.Management().Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: shard.LeaseName(region)}, lease); err != nil {
+		return "", err
+	}
+	holder := lease.Annotations[shard.HolderAnnotation]
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: holder}}
+	return holder, f.Region(region).Delete(ctx, pod, client.GracePeriodSeconds(0))
+}
+
+// AgentIdentities implements Fleet (impersonating the ServiceAccounts with kind's admin).
+func (f *KindFleet) AgentIdentities(region string) (client.Client, client.Client, error) {
+	as := func(cfg *rest.Config, ns, sa string) (client.Client, error) {
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa,
+			Groups: []string{"system:authenticated", "system:serviceaccounts", "system:serviceaccounts:" + ns}}
+		return client.New(c, client.Options{Scheme: scheme.New()})
+	}
+	local, err := as(f.configs[kindName(region)], agentNamespace, agentServiceAccount)
+	if err != nil {
+		return nil, nil, err
+	}
+	mgmt, err := as(f.configs[kindName("")], agentNamespace, regionServiceAccount(region))
+	return local, mgmt, err
+}
+
+// Stop deletes every kind cluster of the plan.
+func (f *KindFleet) Stop() {
+	for _, c := range f.Plan.Clusters {
+		_ = f.provider.Delete(c.Name, "")
+	}
+}

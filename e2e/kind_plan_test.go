@@ -1,0 +1,80 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"slices"
+	"testing"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+)
+
+// The kind provider's plan, checked without Docker: cluster configs, kubeconfig Secrets and the
+// apply order.
+func TestKindPlan(t *testing.T) {
+	p := PlanKind(Regions, "ghcr.io/regionsync/agent:e2e")
+	var names []string
+	for _, c := range p.Clusters {
+		names = append(names, c.Name)
+		if c.Config.Kind != "Cluster" || c.Config.APIVersion != "kind.x-k8s.io/v1alpha4" || c.Config.Name != c.Name {
+			t.Errorf("cluster %s config %+v", c.Name, c.Config.TypeMeta)
+		}
+		if len(c.Config.Nodes) != 1 || c.Config.Nodes[0].Role != v1alpha4.ControlPlaneRole {
+			t.Errorf("cluster %s nodes %+v", c.Name, c.Config.Nodes)
+		}
+	}
+	want := []string{"regionsync-management", "regionsync-us-east-1", "regionsync-eu-west-1", "regionsync-ap-southeast-1"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("clusters %v, want %v", names, want)
+	}
+	if len(p.Secrets) != len(Regions) {
+		t.Fatalf("%d kubeconfig Secrets for %d regions", len(p.Secrets), len(Regions))
+	}
+	for i, s := range p.Secrets {
+		if s.Region != Regions[i] || s.Namespace != "regionsync-system" || s.Name != "regionsync-management-kubeconfig" || s.Key != "kubeconfig" {
+			t.Errorf("secret %+v", s)
+		}
+		if s.ServiceAccount != "regionsync-system/region-"+Regions[i] {
+			t.Errorf("secret of %s authenticates as %s", s.Region, s.ServiceAccount)
+		}
+		if s.Server != "https://regionsync-management-control-plane:6443" {
+			t.Errorf("secret of %s points at %s, not management's address inside the kind network", s.Region, s.Server)
+		}
+	}
+	// Apply order: every cluster exists first; management is set up before any region; each
+	// region is registered on management, has the image and its kubeconfig Secret before its
+	// agent overlay is applied.
+	index := func(cluster, action, path string) int {
+		return slices.IndexFunc(p.Steps, func(s Step) bool { return s.Cluster == cluster && s.Action == action && s.Path == path })
+	}
+	lastCreate := -1
+	for _, c := range p.Clusters {
+		lastCreate = max(lastCreate, index(c.Name, "create-cluster", ""))
+	}
+	mgmtBase := index("regionsync-management", "apply", "kustomize/management")
+	if mgmtBase < lastCreate {
+		t.Errorf("management base applied (step %d) before every cluster exists (step %d)", mgmtBase, lastCreate)
+	}
+	for _, r := range Regions {
+		c := "regionsync-" + r
+		reg := index("regionsync-management", "apply", "regions/"+r+"/management")
+		load := index(c, "load-image", "")
+		ns := index(c, "apply-namespace", "")
+		secret := index(c, "kubeconfig-secret", "")
+		agent := index(c, "apply", "regions/"+r+"/agent")
+		op := index(c, "tenant-operator", "")
+		for name, i := range map[string]int{"registration": reg, "load": load, "namespace": ns, "secret": secret, "agent": agent, "operator": op} {
+			if i < 0 {
+				t.Fatalf("%s: no %s step", r, name)
+			}
+		}
+		if !(mgmtBase < reg && reg < agent && load < agent && ns < secret && secret < agent && agent < op) {
+			t.Errorf("%s: order registration %d, load %d, namespace %d, secret %d, agent %d, operator %d", r, reg, load, ns, secret, agent, op)
+		}
+	}
+	// The image override reaches the agent Deployment only.
+	objs := tenantOperatorObjects(p.Image, "us-east-1")
+	if len(withImage(objs, p.Image)) != len(objs) {
+		t.Fatal("withImage dropped objects")
+	}
+}
