@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -160,8 +159,7 @@ func waitRoundTrip(t *testing.T, f Fleet, keys shard.Keys, ns, region string) {
 			last = err.Error()
 			return false, nil
 		}
-		current := remote.Annotations[keys.RemoteGeneration] == strconv.FormatInt(remote.Generation, 10) &&
-			remote.Annotations[keys.LocalGeneration] == strconv.FormatInt(local.Generation, 10) &&
+		current := keys.GenerationsCurrent(remote.Annotations, remote.Generation, local.Generation) &&
 			remote.Status.Phase == tenantoperator.PhaseReady && remote.Status.ObservedGeneration == local.Generation &&
 			len(token.Data["token"]) > 0
 		last = fmt.Sprintf("status %+v annotations %v token %d bytes", remote.Status, remote.Annotations, len(token.Data["token"]))

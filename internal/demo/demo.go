@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -252,8 +251,7 @@ func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local cl
 			last = err.Error()
 			return false, nil
 		}
-		current := remote.Annotations[keys.RemoteGeneration] == strconv.FormatInt(remote.Generation, 10) &&
-			remote.Annotations[keys.LocalGeneration] == strconv.FormatInt(copy.Generation, 10) &&
+		current := keys.GenerationsCurrent(remote.Annotations, remote.Generation, copy.Generation) &&
 			remote.Status.ObservedGeneration == copy.Generation && remote.Status.Phase == tenantoperator.PhaseReady &&
 			len(token.Data["token"]) > 0
 		last = fmt.Sprintf("status %+v, annotations %v", remote.Status, remote.Annotations)

@@ -1,6 +1,9 @@
 package shard
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Keys are the annotation, label and finalizer names the agent reads and writes, all under one
 // annotation domain D (SPEC §1). With D = cloud.teleport.dev the keys and the finalizer are
@@ -58,6 +61,14 @@ func NewKeys(domain string) Keys {
 // IsPaused reports whether an object's annotations pause it.
 func (k Keys) IsPaused(annotations map[string]string) bool {
 	return strings.EqualFold(annotations[k.Paused], "true")
+}
+
+// GenerationsCurrent reports what a management controller checks (SPEC §3.5): the remote object's
+// generation annotations say that its current generation was copied down and that the local copy
+// has the given generation, so a status reporting localGeneration as observed is current.
+func (k Keys) GenerationsCurrent(remoteAnnotations map[string]string, remoteGeneration, localGeneration int64) bool {
+	return remoteAnnotations[k.RemoteGeneration] == strconv.FormatInt(remoteGeneration, 10) &&
+		remoteAnnotations[k.LocalGeneration] == strconv.FormatInt(localGeneration, 10)
 }
 
 // IsReleased reports whether an operator released a held deletion of this object.

@@ -69,11 +69,7 @@ func desiredReplace(remote, live *unstructured.Unstructured, local types.Namespa
 		out.SetNamespace(local.Namespace)
 		out.SetName(local.Name)
 	}
-	for k, v := range remote.Object {
-		if isContentKey(k) {
-			out.Object[k] = deepCopyJSON(v)
-		}
-	}
+	copyContent(out, remote)
 	labels, annotations := copiedMetadata(remote, keys, region)
 	out.SetLabels(merged(out.GetLabels(), labels))
 	out.SetAnnotations(merged(out.GetAnnotations(), annotations))
@@ -88,11 +84,7 @@ func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName,
 	out.SetKind(remote.GetKind())
 	out.SetNamespace(local.Namespace)
 	out.SetName(local.Name)
-	for k, v := range remote.Object {
-		if isContentKey(k) {
-			out.Object[k] = deepCopyJSON(v)
-		}
-	}
+	copyContent(out, remote)
 	labels, annotations := copiedMetadata(remote, keys, region)
 	out.SetLabels(labels)
 	out.SetAnnotations(annotations)
@@ -100,6 +92,15 @@ func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName,
 	annotations[keys.AppliedHash] = h
 	out.SetAnnotations(annotations)
 	return out, h
+}
+
+// copyContent deep-copies the remote's content fields into out.
+func copyContent(out, remote *unstructured.Unstructured) {
+	for k, v := range remote.Object {
+		if isContentKey(k) {
+			out.Object[k] = deepCopyJSON(v)
+		}
+	}
 }
 
 // replaceInSync reports whether live already equals what Replace would write.
