@@ -66,9 +66,17 @@ func (g *budgetGate) Check(ctx context.Context) (allowed bool, orphans, managed 
 	return g.allowed, orphans, managed, nil
 }
 
-// Held reports the last verdict: whether deletions are being held, and how many.
+// heldFreshness is how long a "held" verdict is reported without being confirmed: held orphans
+// are looked at again every heldRequeue, so a hold that is no longer confirmed has lifted (the
+// objects came back, or were released).
+const heldFreshness = 2 * heldRequeue
+
+// Held reports the last verdict while it is fresh: whether deletions are being held, and how many.
 func (g *budgetGate) Held() (held bool, orphans int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return !g.at.IsZero() && !g.allowed, g.orphans
+	if g.at.IsZero() || g.allowed || g.now().Sub(g.at) > heldFreshness {
+		return false, 0
+	}
+	return true, g.orphans
 }

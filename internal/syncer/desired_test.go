@@ -152,6 +152,11 @@ func TestBudgetGateReusesVerdict(t *testing.T) {
 	if held, n := g.Held(); !held || n != 9 {
 		t.Fatalf("Held() = %v, %d", held, n)
 	}
+	now = now.Add(heldFreshness + time.Second)
+	if held, _ := g.Held(); held {
+		t.Fatal("an unconfirmed hold is still reported")
+	}
+	now = now.Add(-heldFreshness - time.Second)
 	orphans = 1
 	g.Check(ctx)
 	if calls != 1 {

@@ -116,12 +116,14 @@ func (r *Reconciler) count(direction, result string) {
 	}
 }
 
-// Stats returns the kind's object counts by state and its held deletions.
+// Stats returns the kind's object counts by state and its held deletions (and keeps the
+// held-deletions gauge current, also when a hold lifts by itself).
 func (r *Reconciler) Stats() Stats {
 	s := r.states.stats()
 	if held, n := r.Budget.Held(); held {
 		s.DeletionsHeld = n
 	}
+	telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(s.DeletionsHeld))
 	return s
 }
 
