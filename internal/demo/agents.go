@@ -59,6 +59,7 @@ func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig) (*
 		return nil, err
 	}
 	cmd := exec.Command(bin, "--config", cfgPath, "--kubeconfig", c.Kubeconfig)
+	cmd.Env = append(os.Environ(), "POD_NAME=agent-"+cfg.Region) // the replica name shown as the Region leader
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
