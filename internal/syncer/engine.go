@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,16 +58,15 @@ func unstructuredFor(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 // Namespaces and unmarked objects are read directly, on the create path only.
 func LocalCacheOptions(cfg *config.AgentConfig) cache.Options {
 	keys := shard.NewKeys(cfg.AnnotationDomain)
-	marked := labels.SelectorFromSet(labels.Set{keys.Region: cfg.Region})
-	byObject := map[client.Object]cache.ByObject{}
-	for _, gvk := range GVKs(cfg) {
-		byObject[unstructuredFor(gvk)] = cache.ByObject{Label: marked}
-	}
 	resync := cfg.ResyncPeriod.Duration
+	// A default selector rather than one per kind: the cache then needs no REST mapping at
+	// construction, so a kind whose CRD is missing cannot stop the agent from starting. The
+	// manager's cache holds only the managed kinds (namespaces are read directly, secrets have
+	// caches of their own).
 	return cache.Options{
-		ByObject:         byObject,
-		DefaultTransform: cache.TransformStripManagedFields(),
-		SyncPeriod:       &resync,
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{keys.Region: cfg.Region}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		SyncPeriod:           &resync,
 	}
 }
 
@@ -202,17 +202,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- remote.Start(ctx) }()
-	// Warm standby: informers for every kind on both sides start now, on every replica.
-	for _, gvk := range e.gvks {
-		if _, err := remote.GetCache().GetInformer(ctx, unstructuredFor(gvk)); err != nil {
-			return fmt.Errorf("management informer for %s: %w", KindName(gvk), err)
-		}
-		if _, err := e.mgr.GetCache().GetInformer(ctx, unstructuredFor(gvk)); err != nil {
-			return fmt.Errorf("local informer for %s: %w", KindName(gvk), err)
-		}
-	}
 	for i, gvk := range e.gvks {
 		e.reconcilers = append(e.reconcilers, e.newReconciler(remote, e.cfg.Resources[i], gvk))
+	}
+	// Warm standby: informers for every kind on both sides start now, on every replica. A kind
+	// that a cluster does not serve (its CRD is missing) is reported and retried; the others go on.
+	for i, r := range e.reconcilers {
+		go e.warm(ctx, remote, i, r)
 	}
 	e.session.Store(&remote)
 	close(e.sessionReady)
@@ -284,18 +280,16 @@ func (e *Engine) waitForManagement(ctx context.Context, disc discovery.Discovery
 // filtered server-side by the shard's label selector.
 func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
 	resync := e.cfg.ResyncPeriod.Duration
-	byObject := map[client.Object]cache.ByObject{}
-	for _, gvk := range e.gvks {
-		b := cache.ByObject{}
-		if !e.mapper.Selector().Empty() {
-			b.Label = e.mapper.Selector()
-		}
-		byObject[unstructuredFor(gvk)] = b
+	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), SyncPeriod: &resync}
+	if !e.mapper.Selector().Empty() {
+		// Server-side: objects outside the selector are never sent to the agent. The cache
+		// holds only the synced kinds, so one default selector serves them all.
+		opts.DefaultLabelSelector = e.mapper.Selector()
 	}
 	remote, err := cluster.New(e.remoteConfig, func(o *cluster.Options) {
 		o.Scheme = e.mgr.GetScheme()
 		o.Logger = e.log.WithName("management")
-		o.Cache = cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(), SyncPeriod: &resync}
+		o.Cache = opts
 		o.Client = ClientOptions()
 	})
 	if err != nil {
@@ -313,25 +307,69 @@ func (e *Engine) RunControllers(ctx context.Context) error {
 	case <-e.sessionReady:
 	}
 	remote := *e.session.Load()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, len(e.reconcilers))
-	for _, r := range e.reconcilers {
-		c, err := e.newController(remote, r)
-		if err != nil {
-			return err
-		}
-		go func() { errc <- c.Start(ctx) }()
+	var wg sync.WaitGroup
+	for i, r := range e.reconcilers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.runController(ctx, remote, i, r)
+		}()
 	}
 	e.log.Info("syncing", "kinds", len(e.reconcilers))
-	var first error
-	for range e.reconcilers {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-			cancel()
-		}
+	wg.Wait()
+	return nil
+}
+
+// runController runs one kind's controller once its informers exist, until ctx ends; a
+// controller that fails (its caches never sync) is reported and started again, alone.
+func (e *Engine) runController(ctx context.Context, remote cluster.Cluster, i int, r *Reconciler) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-r.available:
 	}
-	return first
+	backoff := time.Second
+	for ctx.Err() == nil {
+		c, err := e.newController(remote, r)
+		if err == nil {
+			err = c.Start(ctx)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Error(err, "controller stopped; restarting", "field", fmt.Sprintf("resources[%d]", i), "resource", r.Name(), "backoff", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// warm starts the kind's informers on both clusters, retrying while a cluster does not serve the
+// kind, and then marks the kind available.
+func (e *Engine) warm(ctx context.Context, remote cluster.Cluster, i int, r *Reconciler) {
+	backoff := time.Second
+	for {
+		_, err := remote.GetCache().GetInformer(ctx, unstructuredFor(r.GVK))
+		side := "management"
+		if err == nil {
+			_, err = e.mgr.GetCache().GetInformer(ctx, unstructuredFor(r.GVK))
+			side = "the local cluster"
+		}
+		if err == nil {
+			close(r.available)
+			return
+		}
+		e.log.Error(err, "kind not served; retrying (the other kinds are not affected)",
+			"field", fmt.Sprintf("resources[%d]", i), "resource", r.Name(), "cluster", side, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
 }
 
 // Stats returns each kind's object counts (empty until management has been reached).
@@ -372,6 +410,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		Log:           e.log.WithValues("resource", KindName(gvk)),
 		states:        newStateTracker(KindName(gvk)),
 		Tracer:        e.tracer,
+		available:     make(chan struct{}),
 	}
 	r.Budget = newBudgetGate(budget, r.countOrphans)
 	return r

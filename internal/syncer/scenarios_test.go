@@ -603,3 +603,20 @@ func TestSyncControllerCompatibility(t *testing.T) {
 		return fmt.Errorf("namespace %v", err)
 	})
 }
+
+// A configured kind that a cluster does not serve (its CRD is missing) is reported and retried;
+// the agent keeps running and the other kinds sync.
+func TestMissingKindDoesNotStopOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
+		c.Resources = append([]config.ResourceConfig{{Group: "missing.example.com", Version: "v1", Kind: "Widget"}}, c.Resources...)
+	}))
+	ns := e.remoteNamespace("missing-kind")
+	e.tenant(ns, "acme", "Acme")
+	e.waitSynced(ns, "acme")
+	select {
+	case err := <-e.done:
+		t.Fatalf("agent exited: %v", err)
+	default:
+	}
+}
