@@ -210,6 +210,7 @@ type ValidationError struct {
 	Errors field.ErrorList
 }
 
+// Error lists the invalid fields, one per line.
 func (e *ValidationError) Error() string {
 	lines := make([]string, len(e.Errors))
 	for i, fe := range e.Errors {

@@ -16,8 +16,10 @@ var ErrNotClaimed = errors.New("shard claim not held: write to management refuse
 // the moment the claim is lost, so an in-flight reconcile cannot write after that.
 type WriteGate struct{ open atomic.Bool }
 
-// Open lets writes pass; Close refuses them.
-func (g *WriteGate) Open()  { g.open.Store(true) }
+// Open lets writes pass.
+func (g *WriteGate) Open() { g.open.Store(true) }
+
+// Close refuses writes from now on.
 func (g *WriteGate) Close() { g.open.Store(false) }
 
 // IsOpen reports whether writes pass.
