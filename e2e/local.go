@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -271,6 +272,23 @@ func (f *LocalFleet) KillLeader(ctx context.Context, region string) (string, err
 		}
 	}
 	return "", fmt.Errorf("no running replica named %q (the Lease's holder) in %s", holder, region)
+}
+
+// AgentLogs returns every agent replica's log so far.
+func (f *LocalFleet) AgentLogs() (string, error) {
+	files, err := filepath.Glob(filepath.Join(f.Dir, "*-replica-*.log"))
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return "", err
+		}
+		b.Write(data)
+	}
+	return b.String(), nil
 }
 
 // AgentIdentities implements Fleet.

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +36,43 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		}
 		for _, r := range f.Regions() {
 			waitRoundTrip(t, f, keys, "acme", r)
+		}
+	})
+	t.Run("no secret data in logs or events", func(t *testing.T) {
+		logs, ok := f.(interface{ AgentLogs() (string, error) })
+		var all string
+		if ok {
+			var err error
+			if all, err = logs.AgentLogs(); err != nil {
+				t.Fatal(err)
+			}
+			if len(all) == 0 {
+				t.Fatal("no agent logs to check")
+			}
+		}
+		for _, r := range f.Regions() {
+			tok := &corev1.Secret{}
+			if err := f.Region(r).Get(ctx, client.ObjectKey{Namespace: "acme", Name: tenantoperator.TokenSecretName}, tok); err != nil {
+				t.Fatal(err)
+			}
+			value := string(tok.Data["token"])
+			if len(value) < 16 {
+				t.Fatalf("%s: token too short to search for", r)
+			}
+			if strings.Contains(all, value) {
+				t.Errorf("%s's token appears in the agents' logs", r)
+			}
+			for _, c := range []client.Client{f.Management(), f.Region(r)} {
+				evs := &eventsv1.EventList{}
+				if err := c.List(ctx, evs, client.InNamespace("acme")); err != nil {
+					t.Fatal(err)
+				}
+				for _, ev := range evs.Items {
+					if strings.Contains(ev.Note, value) {
+						t.Errorf("%s's token appears in event %s: %s", r, ev.Name, ev.Reason)
+					}
+				}
+			}
 		}
 	})
 	t.Run("objects of one region never reach another", func(t *testing.T) {
