@@ -96,8 +96,8 @@ func TestMain(m *testing.M) {
 
 func ptr[T any](v T) *T { return &v }
 
-// writeCounter counts the API writes (create, update, patch, delete) a client makes, leaving out
-// Events and Leases, which are bookkeeping, not sync writes.
+// writeCounter counts the successful API writes (create, update, patch, delete) a client makes,
+// leaving out Events and Leases, which are bookkeeping, not sync writes.
 type writeCounter struct {
 	mu     sync.Mutex
 	writes []string
@@ -107,12 +107,16 @@ func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method != http.MethodGet && !strings.Contains(req.URL.Path, "/events") && !strings.Contains(req.URL.Path, "/leases") {
+			resp, err := rt.RoundTrip(req)
+			// A write is a successful create, update, patch or delete; a request refused with a
+			// conflict changed nothing.
+			if err == nil && resp.StatusCode < 300 && req.Method != http.MethodGet &&
+				!strings.Contains(req.URL.Path, "/events") && !strings.Contains(req.URL.Path, "/leases") {
 				w.mu.Lock()
 				w.writes = append(w.writes, req.Method+" "+req.URL.Path)
 				w.mu.Unlock()
 			}
-			return rt.RoundTrip(req)
+			return resp, err
 		})
 	})
 	return c
