@@ -341,7 +341,7 @@ func TestStatusUploadFailureBlocksSpec(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}
 	for _, o := range []client.Object{role, binding} {
-		if err := management.Client.Create(t.Context(), o); err != nil {
+		if err := management.Client.Create(t.Context(), o); client.IgnoreAlreadyExists(err) != nil { // -count=N reuses the fleet
 			t.Fatal(err)
 		}
 	}
