@@ -34,6 +34,10 @@ type Keys struct {
 	// ReleaseDeletion "true" on a local copy lets the agent delete it although the deletion
 	// budget holds orphan deletions (the operator's release).
 	ReleaseDeletion string
+	// CopiedKeys (on local objects, Replace strategy) lists the label and annotation keys copied
+	// from the remote, so that a key removed on the remote is removed locally while keys only the
+	// local side has are kept.
+	CopiedKeys string
 	// AppliedHash (on local objects, Apply strategy) hashes the last applied configuration, so a
 	// removed remote field is noticed without a write on every resync.
 	AppliedHash string
@@ -55,6 +59,7 @@ func NewKeys(domain string) Keys {
 		RemoteUID:        k("sync-remote-uid"),
 		AppliedHash:      k("sync-applied-hash"),
 		ReleaseDeletion:  k("release-deletion"),
+		CopiedKeys:       k("sync-copied-keys"),
 	}
 }
 
@@ -81,7 +86,7 @@ func (k Keys) IsReleased(annotations map[string]string) bool {
 func (k Keys) IsAgentKey(key string) bool {
 	switch key {
 	case k.RemoteGeneration, k.LocalGeneration, k.Owner, k.OwnerKind, k.LastUploadedHash,
-		k.Region, k.RemoteUID, k.AppliedHash, k.TraceParent, k.Paused, k.ReleaseDeletion:
+		k.Region, k.RemoteUID, k.AppliedHash, k.TraceParent, k.Paused, k.ReleaseDeletion, k.CopiedKeys:
 		return true
 	}
 	return false

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,9 +72,42 @@ func desiredReplace(remote, live *unstructured.Unstructured, local types.Namespa
 	}
 	copyContent(out, remote)
 	labels, annotations := copiedMetadata(remote, keys, region)
-	out.SetLabels(merged(out.GetLabels(), labels))
-	out.SetAnnotations(merged(out.GetAnnotations(), annotations))
+	outLabels, outAnnotations := out.GetLabels(), out.GetAnnotations()
+	// Keys copied before that the remote no longer has are removed; local-only keys stay.
+	if live != nil {
+		for _, entry := range strings.Split(live.GetAnnotations()[keys.CopiedKeys], ",") {
+			if k, ok := strings.CutPrefix(entry, "label:"); ok {
+				if _, still := labels[k]; !still {
+					delete(outLabels, k)
+				}
+			} else if k, ok := strings.CutPrefix(entry, "annotation:"); ok {
+				if _, still := annotations[k]; !still {
+					delete(outAnnotations, k)
+				}
+			}
+		}
+	}
+	annotations[keys.CopiedKeys] = copiedKeys(remote, keys)
+	out.SetLabels(merged(outLabels, labels))
+	out.SetAnnotations(merged(outAnnotations, annotations))
 	return out
+}
+
+// copiedKeys lists, sorted, the remote's label and annotation keys that flow down.
+func copiedKeys(remote *unstructured.Unstructured, keys shard.Keys) string {
+	var list []string
+	for k := range remote.GetLabels() {
+		if !keys.IsAgentKey(k) {
+			list = append(list, "label:"+k)
+		}
+	}
+	for k := range remote.GetAnnotations() {
+		if !keys.IsAgentKey(k) {
+			list = append(list, "annotation:"+k)
+		}
+	}
+	sort.Strings(list)
+	return strings.Join(list, ",")
 }
 
 // desiredApply returns the apply configuration the Apply strategy sends: only the fields the agent
@@ -109,7 +143,8 @@ func replaceInSync(remote, live *unstructured.Unstructured, keys shard.Keys, reg
 		return false
 	}
 	labels, annotations := copiedMetadata(remote, keys, region)
-	return isSubMap(labels, live.GetLabels()) && isSubMap(annotations, live.GetAnnotations())
+	return isSubMap(labels, live.GetLabels()) && isSubMap(annotations, live.GetAnnotations()) &&
+		live.GetAnnotations()[keys.CopiedKeys] == copiedKeys(remote, keys)
 }
 
 // applyInSync reports whether live already holds everything Apply would send: the same applied

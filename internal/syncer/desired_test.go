@@ -59,6 +59,20 @@ func TestDesiredReplace(t *testing.T) {
 	if replaceInSync(remote, live, testKeys, "us") {
 		t.Error("drifted object reported in sync")
 	}
+	// A label and an annotation removed on the remote disappear locally; local-only keys stay.
+	remote2 := remote.DeepCopy()
+	remote2.SetLabels(nil)
+	remote2.SetAnnotations(map[string]string{"other": "x"})
+	got2 := desiredReplace(remote2, got, types.NamespacedName{Namespace: "ns", Name: "acme"}, testKeys, "us")
+	if l := got2.GetLabels(); l["tier"] != "" || l["local"] != "kept" || l[testKeys.Region] != "us" {
+		t.Errorf("after removal, labels %v", l)
+	}
+	if a := got2.GetAnnotations(); a["note"] != "" || a["other"] != "x" || a["kubectl.kubernetes.io/last-applied"] != "kept" {
+		t.Errorf("after removal, annotations %v", a)
+	}
+	if replaceInSync(remote2, got, testKeys, "us") || !replaceInSync(remote2, got2, testKeys, "us") {
+		t.Error("in-sync check ignores removed keys")
+	}
 	// The remote must not be modified by building the local copy.
 	remote.Object["spec"].(map[string]any)["a"] = int64(99)
 	if got.Object["spec"].(map[string]any)["a"] != int64(1) {

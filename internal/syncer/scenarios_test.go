@@ -184,6 +184,18 @@ func TestReplaceRevertsDrift(t *testing.T) {
 		}
 		return nil
 	})
+	// A label removed on management is removed from the copy; the local-only one stays.
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Labels, "tier") })
+	e.eventually("removed label gone, local-only label kept", func() error {
+		l, err := e.getLocal(ns, "acme")
+		if err != nil {
+			return err
+		}
+		if _, ok := l.Labels["tier"]; ok || l.Labels["local-only"] != "kept" {
+			return fmt.Errorf("labels %v", l.Labels)
+		}
+		return nil
+	})
 }
 
 // Apply keeps fields a local controller owns, and still reverts drift on the remote's fields.
