@@ -36,7 +36,8 @@ test-unit: ## Pure-logic tests only (no control plane).
 	$(GO) test -count=1 ./internal/config/ ./internal/shard/
 
 bench: control-plane ## Benchmarks that report ratios against a baseline measured in the same run.
-	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench . -benchtime 20000x -count 3
+	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench TracingOverhead -benchtime 20000x -count 3
+	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench InitialSync -benchtime 3x -count 2
 
 fuzz: ## Run every fuzz target for FUZZTIME each.
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/config/

@@ -136,7 +136,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 // env is one test's agent and its view of both clusters.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	cfg    *config.AgentConfig
 	keys   shard.Keys
@@ -176,7 +176,7 @@ func withProxy(down bool) envOption {
 }
 
 // newEnv configures an agent for this test (Tenants, the tenant-token secret) and starts it.
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	setup := envSetup{}
 	for _, o := range opts {

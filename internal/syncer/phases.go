@@ -179,19 +179,36 @@ func (r *Reconciler) countSecret(result string) {
 // when there is none yet to set generations from (waiting, refused).
 func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, local *unstructured.Unstructured) (*unstructured.Unstructured, ctrl.Result, error) {
 	if local == nil {
-		existing, result, err := r.prepareCreate(ctx, remote, localKey)
-		if err != nil || existing == nil && !result.IsZero() {
+		fresh, result, err := r.ensureNamespace(ctx, remote, localKey)
+		if err != nil || !result.IsZero() {
 			return nil, result, err
 		}
-		if existing == nil {
-			created, err := r.writeLocal(ctx, remote, localKey, nil)
-			if err != nil {
-				return nil, ctrl.Result{}, err
+		// Replace creates first and looks only when something is there (a read saved per new
+		// object). Apply must look first: a server-side apply would silently take over an
+		// unmarked object. In a namespace just created nothing can be there.
+		if !fresh && r.Resource.Strategy == config.StrategyApply {
+			existing, result, err := r.lookupExisting(ctx, remote, localKey)
+			if err != nil || existing == nil && !result.IsZero() {
+				return nil, result, err
 			}
-			r.LocalEvents.Eventf(created, nil, corev1.EventTypeNormal, ReasonCreated, "Sync", "created from management object %s", objectRef(remote))
-			return created, ctrl.Result{}, nil
+			local = existing
 		}
-		local = existing
+		if local == nil {
+			created, err := r.writeLocal(ctx, remote, localKey, nil)
+			switch {
+			case apierrors.IsAlreadyExists(err):
+				existing, result, err := r.lookupExisting(ctx, remote, localKey)
+				if err != nil || existing == nil {
+					return nil, ctrl.Result{RequeueAfter: max(result.RequeueAfter, waitRequeue)}, err
+				}
+				local = existing
+			case err != nil:
+				return nil, ctrl.Result{}, err
+			default:
+				r.LocalEvents.Eventf(created, nil, corev1.EventTypeNormal, ReasonCreated, "Sync", "created from management object %s", objectRef(remote))
+				return created, ctrl.Result{}, nil
+			}
+		}
 	}
 	if !local.GetDeletionTimestamp().IsZero() {
 		// Recreated once it is gone: its deletion is an event the agent receives (marked) or
@@ -202,10 +219,16 @@ func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstruct
 	return updated, ctrl.Result{}, err
 }
 
-// prepareCreate runs when the local cache has no copy: it makes sure the namespace exists, and
-// looks for an object the cache cannot see (unmarked, or not yet cached). It returns that object
-// when it is to be synced (adopted), or nil with a non-zero result to wait.
-func (r *Reconciler) prepareCreate(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (*unstructured.Unstructured, ctrl.Result, error) {
+// namespaceMemo is how long a local namespace seen to exist is trusted without reading it again.
+const namespaceMemo = 30 * time.Second
+
+// ensureNamespace makes sure the copy's local namespace exists, creating it (owned by this
+// object) when it does not; fresh reports that it was just created. A namespace being deleted
+// is waited for.
+func (r *Reconciler) ensureNamespace(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (fresh bool, _ ctrl.Result, _ error) {
+	if v, ok := r.namespaces.Load(localKey.Namespace); ok && time.Since(v.(time.Time)) < namespaceMemo {
+		return false, ctrl.Result{}, nil
+	}
 	ns := &corev1.Namespace{}
 	err := r.LocalAPI.Get(ctx, types.NamespacedName{Name: localKey.Namespace}, ns)
 	switch {
@@ -218,16 +241,28 @@ func (r *Reconciler) prepareCreate(ctx context.Context, remote *unstructured.Uns
 		err := r.write(ctx, sideLocal, "create namespace", ns, func(ctx context.Context) error {
 			return r.Local.Create(ctx, ns, client.FieldOwner(FieldManager))
 		})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, ctrl.Result{}, fmt.Errorf("creating local namespace %s: %w", localKey.Namespace, err)
+		if apierrors.IsAlreadyExists(err) {
+			return false, ctrl.Result{}, nil // someone else just created it: not ours
 		}
+		if err != nil {
+			return false, ctrl.Result{}, fmt.Errorf("creating local namespace %s: %w", localKey.Namespace, err)
+		}
+		r.namespaces.Store(localKey.Namespace, time.Now())
 		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeNormal, ReasonNamespaceCreated, "Sync", "created local namespace %s in region %s", localKey.Namespace, r.Region)
-		return nil, ctrl.Result{}, nil // a new namespace holds nothing yet
+		return true, ctrl.Result{}, nil
 	case err != nil:
-		return nil, ctrl.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)
+		return false, ctrl.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)
 	case !ns.DeletionTimestamp.IsZero():
-		return nil, ctrl.Result{RequeueAfter: waitRequeue}, nil
+		return false, ctrl.Result{RequeueAfter: waitRequeue}, nil
 	}
+	r.namespaces.Store(localKey.Namespace, time.Now())
+	return false, ctrl.Result{}, nil
+}
+
+// lookupExisting reads an object at the mapped name that the cache cannot see (unmarked, or not
+// cached yet). It returns it when it is to be synced (ours, or adopted), or nil with a non-zero
+// result to wait (terminating, adoption refused), or nil and a zero result when there is none.
+func (r *Reconciler) lookupExisting(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (*unstructured.Unstructured, ctrl.Result, error) {
 	existing := r.newObject()
 	if err := r.LocalAPI.Get(ctx, localKey, existing); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -287,7 +322,10 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		}
 	}
 	if err != nil {
-		r.count(telemetry.DirectionDown, telemetry.ResultError)
+		r.namespaces.Delete(localKey.Namespace) // it may be gone or terminating: read it next time
+		if !apierrors.IsAlreadyExists(err) {
+			r.count(telemetry.DirectionDown, telemetry.ResultError)
+		}
 		return nil, fmt.Errorf("writing local %s: %w", localKey, err)
 	}
 	r.count(telemetry.DirectionDown, telemetry.ResultWritten)

@@ -78,6 +78,8 @@ type Reconciler struct {
 	eventTimes sync.Map
 	// patched holds, per remote object, the last generation annotations written (generationsPatch).
 	patched sync.Map
+	// namespaces remembers local namespaces seen to exist, and when.
+	namespaces sync.Map
 	// available is closed once the kind's informers exist on both clusters.
 	available chan struct{}
 }
