@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -60,9 +59,9 @@ type localRegion struct {
 }
 
 type localAgent struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
+	name               string
+	config, kubeconfig string
+	proc               *testenv.Process
 }
 
 // StartLocal starts management and the given regions, and deploys every region from deployDir.
@@ -110,20 +109,7 @@ func (f *LocalFleet) Stop() {
 	})
 }
 
-func (a *localAgent) kill(sig syscall.Signal) {
-	select {
-	case <-a.done:
-		return
-	default:
-	}
-	_ = a.cmd.Process.Signal(sig)
-	select {
-	case <-a.done:
-	case <-time.After(20 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.done
-	}
-}
+func (a *localAgent) kill(sig syscall.Signal) { a.proc.Stop(sig, 20*time.Second) }
 
 // deploy applies a region's management registration and agent overlay, runs the tenant operator
 // in the region, and starts two agent replicas with the overlay's configuration.
@@ -205,17 +191,13 @@ func (f *LocalFleet) startAgent(name, cfgPath, kubeconfig string) (*localAgent, 
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(f.AgentBinary, "--config", cfgPath, "--kubeconfig", kubeconfig)
-	cmd.Env = append(os.Environ(), "POD_NAME="+name)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	proc, err := testenv.StartProcess(f.AgentBinary, []string{"--config", cfgPath, "--kubeconfig", kubeconfig},
+		[]string{"POD_NAME=" + name}, logFile, func() { logFile.Close() })
+	if err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	a := &localAgent{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logFile.Close(); close(a.done) }()
-	return a, nil
+	return &localAgent{name: name, config: cfgPath, kubeconfig: kubeconfig, proc: proc}, nil
 }
 
 // Management implements Fleet.
@@ -261,7 +243,7 @@ func (f *LocalFleet) KillLeader(ctx context.Context, region string) (string, err
 	for i, a := range r.replicas {
 		if a.name == holder {
 			a.kill(syscall.SIGKILL)
-			repl, err := f.startAgent(holder+"-next", a.cmd.Args[2], a.cmd.Args[4])
+			repl, err := f.startAgent(holder+"-next", a.config, a.kubeconfig)
 			if err != nil {
 				return "", err
 			}

@@ -71,15 +71,12 @@ func freeAddr(t *testing.T) string {
 
 // proc is one agent process.
 type proc struct {
-	name        string
-	cmd         *exec.Cmd
-	metrics     string
-	healthz     string
-	mu          sync.Mutex
-	log         strings.Builder
-	done        chan struct{}
-	exitErr     error
-	managementK string
+	name    string
+	p       *testenv.Process
+	metrics string
+	healthz string
+	mu      sync.Mutex
+	log     strings.Builder
 }
 
 func (p *proc) logs() string {
@@ -88,21 +85,13 @@ func (p *proc) logs() string {
 	return p.log.String()
 }
 
-func (p *proc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *proc) alive() bool { return p.p.Alive() }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
+	start := time.Now()
+	p.p.Stop(sig, 30*time.Second)
+	if time.Since(start) >= 30*time.Second {
 		t.Fatalf("%s did not exit after %v", p.name, sig)
 	}
 }
@@ -148,7 +137,7 @@ func (p *proc) metric(name string, labelParts ...string) float64 {
 // startAgent writes cfg and runs the agent against the local cluster.
 func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.AgentConfig) *proc {
 	t.Helper()
-	p := &proc{name: name, metrics: freeAddr(t), healthz: freeAddr(t), done: make(chan struct{})}
+	p := &proc{name: name, metrics: freeAddr(t), healthz: freeAddr(t)}
 	c := *cfg
 	c.Telemetry.MetricsAddr, c.Telemetry.HealthAddr = p.metrics, p.healthz
 	data, err := yaml.Marshal(&c)
@@ -159,12 +148,10 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(agentBin, "--config", path, "--kubeconfig", local.Kubeconfig)
-	p.cmd.Env = append(os.Environ(), "POD_NAME="+name)
 	out, w := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	p.p, err = testenv.StartProcess(agentBin, []string{"--config", path, "--kubeconfig", local.Kubeconfig},
+		[]string{"POD_NAME=" + name}, w, func() { w.Close() })
+	if err != nil {
 		t.Fatal(err)
 	}
 	go func() {
@@ -176,16 +163,8 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 			p.mu.Unlock()
 		}
 	}()
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		w.Close()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		if p.alive() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		p.p.Stop(syscall.SIGKILL, 10*time.Second)
 		if t.Failed() {
 			t.Logf("--- log of %s (last 3000 bytes) ---\n%s", name, tail(p.logs(), 3000))
 		}

@@ -3,7 +3,6 @@ package demo
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -19,8 +18,7 @@ import (
 // agentProcess is one regionsync agent started as a separate process, as in production.
 type agentProcess struct {
 	region string
-	cmd    *exec.Cmd
-	done   chan struct{}
+	proc   *testenv.Process
 	log    string
 }
 
@@ -58,40 +56,18 @@ func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig) (*
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--config", cfgPath, "--kubeconfig", c.Kubeconfig)
-	cmd.Env = append(os.Environ(), "POD_NAME=agent-"+cfg.Region) // the replica name shown as the Region leader
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	proc, err := testenv.StartProcess(bin, []string{"--config", cfgPath, "--kubeconfig", c.Kubeconfig},
+		[]string{"POD_NAME=agent-" + cfg.Region}, // the replica name shown as the Region leader
+		logFile, func() { logFile.Close() })
+	if err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &agentProcess{region: cfg.Region, cmd: cmd, done: make(chan struct{}), log: logPath}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
+	return &agentProcess{region: cfg.Region, proc: proc, log: logPath}, nil
 }
 
 // stop sends SIGTERM (the agent releases its leases and exits) and waits, killing after 20s.
-func (p *agentProcess) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *agentProcess) stop() { p.proc.Stop(syscall.SIGTERM, 20*time.Second) }
 
 // exited reports whether the process has ended.
-func (p *agentProcess) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *agentProcess) exited() bool { return !p.proc.Alive() }

@@ -58,9 +58,7 @@ type Cluster struct {
 
 	dir string
 	env *envtest.Environment
-	kcm *exec.Cmd
-	// kcmDone is closed when the controller-manager process has exited.
-	kcmDone chan struct{}
+	kcm *Process
 }
 
 // Fleet is a set of named clusters started together.
@@ -230,28 +228,20 @@ func (c *Cluster) startControllerManager(path string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(path,
-		"--kubeconfig="+c.Kubeconfig,
+	p, err := StartProcess(path, []string{
+		"--kubeconfig=" + c.Kubeconfig,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
 		"--controllers=namespace-controller,garbage-collector-controller",
 		"--concurrent-gc-syncs=5",
 		"--concurrent-namespace-syncs=5",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	}, nil, logFile, func() { logFile.Close() })
+	if err != nil {
 		logFile.Close()
 		return fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
-	c.kcm = cmd
-	c.kcmDone = make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(c.kcmDone)
-	}()
+	c.kcm = p
 	return nil
 }
 
@@ -260,13 +250,7 @@ func (c *Cluster) stopControllerManager() {
 	if c.kcm == nil {
 		return
 	}
-	_ = c.kcm.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.kcmDone:
-	case <-time.After(10 * time.Second):
-		_ = c.kcm.Process.Kill()
-		<-c.kcmDone
-	}
+	c.kcm.Stop(syscall.SIGTERM, 10*time.Second)
 	c.kcm = nil
 }
 
