@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 )
 
@@ -72,9 +73,33 @@ func TestKindPlan(t *testing.T) {
 			t.Errorf("%s: order registration %d, load %d, namespace %d, secret %d, agent %d, operator %d", r, reg, load, ns, secret, agent, op)
 		}
 	}
-	// The image override reaches the agent Deployment only.
-	objs := tenantOperatorObjects(p.Image, "us-east-1")
-	if len(withImage(objs, p.Image)) != len(objs) {
-		t.Fatal("withImage dropped objects")
+	// The image under test replaces the overlay's image in the agent Deployment, and nothing else
+	// of the overlay changes.
+	deployDir, err := RepoDeployDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, err := RenderRegion(deployDir, "us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := make([]string, len(ov.Agent))
+	for i, o := range ov.Agent {
+		data, _ := o.MarshalJSON()
+		before[i] = string(data)
+	}
+	objs := withImage(ov.Agent, p.Image)
+	for i, o := range objs {
+		data, _ := o.MarshalJSON()
+		if o.GetKind() != "Deployment" {
+			if string(data) != before[i] {
+				t.Errorf("%s %s changed by the image override", o.GetKind(), o.GetName())
+			}
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if img := containers[0].(map[string]any)["image"]; img != p.Image {
+			t.Errorf("agent Deployment image %v, want %s", img, p.Image)
+		}
 	}
 }

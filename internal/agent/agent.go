@@ -154,8 +154,11 @@ func (a *Agent) Start(ctx context.Context) error { return a.Manager.Start(ctx) }
 
 func ptr[T any](v T) *T { return &v }
 
-// shutdownOnStop flushes the tracer provider when the manager stops.
+// shutdownOnStop flushes the tracer provider when the manager stops, on every replica.
 type shutdownOnStop func(context.Context) error
+
+// NeedLeaderElection is false: followers flush too.
+func (s shutdownOnStop) NeedLeaderElection() bool { return false }
 
 func (s shutdownOnStop) Start(ctx context.Context) error {
 	<-ctx.Done()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -136,7 +137,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	start := time.Now()
 	defer func() { telemetry.SyncDuration.WithLabelValues(r.Name()).Observe(time.Since(start).Seconds()) }()
 	state := StateSynced
-	result, err := r.reconcile(ctx, req, &state)
+	// Taken first, whatever the pass does, so that no request leaves its event time behind.
+	eventAt := r.takeEventTime(req)
+	result, err := r.reconcile(ctx, eventAt, req, &state)
 	final := finalState(state, result, err)
 	r.states.set(req.NamespacedName, final)
 	if final == "" { // gone: forget what was remembered about it
@@ -163,7 +166,7 @@ func finalState(state string, result ctrl.Result, err error) string {
 
 // reconcile runs the phases; it sets *state to "" when the object no longer belongs to the
 // shard's live objects, or to the paused, invalid or pending state where it stops.
-func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, state *string) (result ctrl.Result, err error) {
+func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, req ctrl.Request, state *string) (result ctrl.Result, err error) {
 	log := r.Log.WithValues("remote", req.NamespacedName)
 	ctx = logr.NewContext(ctx, log)
 
@@ -180,16 +183,15 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, state *str
 		remote = nil
 	}
 	if mapErr != nil {
-		*state = StateInvalid
-		if remote == nil {
+		if remote == nil { // an invalid object was deleted: nothing to report any more
 			*state = ""
+			return ctrl.Result{}, nil
 		}
 		// A bad input: report it, never retry it, and let every other object go on.
+		*state = StateInvalid
 		r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
 		log.Error(mapErr, "invalid mapping; object skipped")
-		if remote != nil {
-			r.RemoteEvents.Eventf(remote, nil, "Warning", ReasonInvalidMapping, "Sync", "%v", mapErr)
-		}
+		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonInvalidMapping, "Sync", "%v", mapErr)
 		return ctrl.Result{}, nil
 	}
 	log = log.WithValues("local", localKey)
@@ -203,7 +205,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, state *str
 		local = nil
 	}
 
-	ctx, end := r.beginPass(ctx, req, remote, local, localKey)
+	ctx, end := r.beginPass(ctx, eventAt, req, remote, local, localKey)
 	defer func() { end(finalState(*state, result, err)) }()
 
 	if remote == nil {

@@ -25,25 +25,24 @@ var tenantGVK = schema.GroupVersionKind{Group: "demo.regionsync.dev", Version: "
 
 func (e *env) setRemote(ns, name string, edit func(*demov1alpha1.Tenant)) {
 	e.t.Helper()
-	e.eventually("update remote "+name, func() error {
-		o, err := e.getRemote(ns, name)
-		if err != nil {
-			return err
-		}
-		edit(o)
-		return e.mgmt.Update(e.ctx, o)
-	})
+	e.update("remote "+name, e.mgmt, func() (*demov1alpha1.Tenant, error) { return e.getRemote(ns, name) }, edit)
 }
 
 func (e *env) setLocal(ns, name string, edit func(*demov1alpha1.Tenant)) {
 	e.t.Helper()
-	e.eventually("update local "+name, func() error {
-		o, err := e.getLocal(ns, name)
+	e.update("local "+name, e.local, func() (*demov1alpha1.Tenant, error) { return e.getLocal(ns, name) }, edit)
+}
+
+// update reads, edits and writes a Tenant until the write wins (conflicts with the agent retry).
+func (e *env) update(what string, c client.Client, get func() (*demov1alpha1.Tenant, error), edit func(*demov1alpha1.Tenant)) {
+	e.t.Helper()
+	e.eventually("update "+what, func() error {
+		o, err := get()
 		if err != nil {
 			return err
 		}
 		edit(o)
-		return e.local.Update(e.ctx, o)
+		return c.Update(e.ctx, o)
 	})
 }
 

@@ -71,33 +71,6 @@ func (r *Reconciler) afterWrite(ctx context.Context, action string, err error) e
 	return nil
 }
 
-// startPass begins a reconcile's span, parented by the trace context found on the remote object
-// (the management-side trace) or else on the local copy, so that one change is one trace across
-// clusters.
-func (r *Reconciler) startPass(ctx context.Context, eventAt time.Time, traceparents ...string) (context.Context, *pass, func(state string)) {
-	p := &pass{eventAt: eventAt}
-	ctx = context.WithValue(ctx, passKey{}, p)
-	if r.Tracer == nil {
-		return ctx, p, func(string) {}
-	}
-	for _, tp := range traceparents {
-		if tp != "" {
-			ctx = telemetry.ContextFromTraceparent(ctx, tp)
-			break
-		}
-	}
-	ctx, span := r.Tracer.Start(ctx, "sync "+r.Name(), trace.WithSpanKind(trace.SpanKindConsumer))
-	return ctx, p, func(state string) {
-		span.SetAttributes(telemetry.AttrActions.StringSlice(p.actions), telemetry.AttrOutcome.String(state))
-		span.End()
-	}
-}
-
-// annotateSpan adds attributes to the reconcile's span.
-func annotateSpan(ctx context.Context, kv ...attribute.KeyValue) {
-	trace.SpanFromContext(ctx).SetAttributes(kv...)
-}
-
 // stampingHandler records when a watch event arrived for each request, so that the reconcile
 // it causes can report its event-to-write lag.
 type stampingHandler struct {
@@ -153,29 +126,36 @@ func (r *Reconciler) takeEventTime(req reconcile.Request) time.Time {
 	return time.Time{}
 }
 
-// beginPass starts the reconcile's span once both sides are read.
-func (r *Reconciler) beginPass(ctx context.Context, req reconcile.Request, remote, local *unstructured.Unstructured, localKey types.NamespacedName) (context.Context, func(state string)) {
-	var traceparents []string
-	if remote != nil {
-		traceparents = append(traceparents, remote.GetAnnotations()[r.Keys.TraceParent])
+// beginPass starts recording a reconcile once both sides are read: the pass (actions, event
+// time) and, when tracing, its span, parented by the trace context found on the remote object
+// (the management-side trace) or else on the local copy, so that one change is one trace across
+// clusters.
+func (r *Reconciler) beginPass(ctx context.Context, eventAt time.Time, req reconcile.Request, remote, local *unstructured.Unstructured, localKey types.NamespacedName) (context.Context, func(state string)) {
+	p := &pass{eventAt: eventAt}
+	ctx = context.WithValue(ctx, passKey{}, p)
+	if r.Tracer == nil {
+		return ctx, func(string) {}
 	}
+	kv := []attribute.KeyValue{
+		telemetry.AttrResource.String(r.Name()),
+		telemetry.AttrRemote.String(req.NamespacedName.String()),
+		telemetry.AttrLocal.String(localKey.String()),
+	}
+	var parent string
 	if local != nil {
-		traceparents = append(traceparents, local.GetAnnotations()[r.Keys.TraceParent])
+		parent = local.GetAnnotations()[r.Keys.TraceParent]
+		kv = append(kv, telemetry.AttrLocalGen.Int64(local.GetGeneration()))
 	}
-	ctx, _, end := r.startPass(ctx, r.takeEventTime(req), traceparents...)
-	if r.Tracer != nil {
-		kv := []attribute.KeyValue{
-			telemetry.AttrResource.String(r.Name()),
-			telemetry.AttrRemote.String(req.NamespacedName.String()),
-			telemetry.AttrLocal.String(localKey.String()),
+	if remote != nil {
+		if tp := remote.GetAnnotations()[r.Keys.TraceParent]; tp != "" {
+			parent = tp
 		}
-		if remote != nil {
-			kv = append(kv, telemetry.AttrRemoteGen.Int64(remote.GetGeneration()))
-		}
-		if local != nil {
-			kv = append(kv, telemetry.AttrLocalGen.Int64(local.GetGeneration()))
-		}
-		annotateSpan(ctx, kv...)
+		kv = append(kv, telemetry.AttrRemoteGen.Int64(remote.GetGeneration()))
 	}
-	return ctx, end
+	ctx = telemetry.ContextFromTraceparent(ctx, parent)
+	ctx, span := r.Tracer.Start(ctx, "sync "+r.Name(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(kv...))
+	return ctx, func(state string) {
+		span.SetAttributes(telemetry.AttrActions.StringSlice(p.actions), telemetry.AttrOutcome.String(state))
+		span.End()
+	}
 }
