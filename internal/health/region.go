@@ -57,6 +57,8 @@ type Reporter struct {
 	lastWritten *regionsyncv1alpha1.RegionStatus
 	lastWrite   time.Time
 	missing     bool
+	// notBefore delays the next look for a Region that does not exist (one read per Refresh).
+	notBefore time.Time
 }
 
 // Run reports until ctx ends.
@@ -83,7 +85,7 @@ func (r *Reporter) Run(ctx context.Context) {
 
 // report writes the status if it changed (rate-limited) or the refresh is due.
 func (r *Reporter) report(ctx context.Context, now time.Time) error {
-	if !r.lastWrite.IsZero() && now.Sub(r.lastWrite) < r.MinInterval {
+	if (!r.lastWrite.IsZero() && now.Sub(r.lastWrite) < r.MinInterval) || now.Before(r.notBefore) {
 		return nil
 	}
 	region := &regionsyncv1alpha1.Region{}
@@ -97,7 +99,7 @@ func (r *Reporter) report(ctx context.Context, now time.Time) error {
 				r.Log.Info("Region object does not exist on management; the operator creates it when adding a region (the agent only updates its status)", "region", r.Region)
 				r.missing = true
 			}
-			r.lastWrite = now
+			r.notBefore = now.Add(r.Refresh)
 			return nil
 		}
 		return err
