@@ -33,14 +33,14 @@ test-rules: ## promtool: check and unit-test the Prometheus alerting rules (inst
 	cd $(MONITORING) && $(CURDIR)/scripts/promtool.sh test rules regionsync.rules_test.yaml
 
 test-unit: ## Pure-logic tests only (no control plane).
-	$(GO) test -count=1 ./internal/config/ ./internal/shard/
+	$(GO) test -count=1 ./pkg/config/ ./internal/shard/
 
 bench: control-plane ## Benchmarks that report ratios against a baseline measured in the same run.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench TracingOverhead -benchtime 20000x -count 3
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench InitialSync -benchtime 3x -count 2
 
 fuzz: ## Run every fuzz target for FUZZTIME each.
-	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/config/
+	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/config/
 	$(GO) test -run XXX -fuzz FuzzMapping -fuzztime $(FUZZTIME) ./internal/shard/
 	$(GO) test -run XXX -fuzz FuzzOverlap -fuzztime $(FUZZTIME) ./internal/shard/
 	$(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/

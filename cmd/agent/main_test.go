@@ -42,7 +42,7 @@ func TestAgentConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	out, err := exec.Command(bin, "--config", "../../internal/config/testdata/valid.yaml", "--check-config").CombinedOutput()
+	out, err := exec.Command(bin, "--config", "../../pkg/config/testdata/valid.yaml", "--check-config").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "is valid") {
 		t.Fatalf("valid config: %v\n%s", err, out)
 	}

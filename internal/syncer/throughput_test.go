@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // BenchmarkInitialSync measures SPEC §8's initial-sync target: regionsync's throughput against a

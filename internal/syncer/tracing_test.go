@@ -13,7 +13,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
-	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 

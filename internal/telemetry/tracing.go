@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/regionsync/regionsync/internal/config"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // ServiceName is the OpenTelemetry service.name of the agent.
