@@ -9,7 +9,7 @@ COPY cmd/ cmd/
 COPY internal/ internal/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
-    -ldflags "-s -w -X github.com/regionsync/regionsync/internal/agent.Version=${VERSION}" \
+    -ldflags "-s -w -X main.Version=${VERSION}" \
     -o /out/ ./cmd/agent ./cmd/tenant-operator
 
 FROM gcr.io/distroless/static:nonroot

@@ -1,20 +1,33 @@
-// Command agent is regionsync's regional agent. It loads the configuration file, connects to the
-// local cluster (in-cluster config, --kubeconfig or KUBECONFIG) and the management cluster, and runs
-// the sync engine. Everything but process concerns lives in the configuration file (SPEC §5).
+// Command agent is regionsync's regional agent. It parses its flags and configuration file,
+// builds a controller manager for the local cluster (in-cluster config, --kubeconfig or
+// KUBECONFIG) and adds regionsync to it through the public package pkg/regionsync, exactly as a
+// host controller manager embeds it. Everything but process concerns lives in the configuration
+// file (docs/configuration.md).
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/regionsync/regionsync/internal/agent"
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 )
+
+// Version is the agent's version, set at build time with -ldflags "-X main.Version=...".
+var Version = "dev"
 
 func main() {
 	configPath := flag.String("config", "", "path of the AgentConfig file (required)")
@@ -39,25 +52,79 @@ func main() {
 		fmt.Printf("config %s is valid: region %s, %d resource kind(s)\n", *configPath, cfg.Region, len(cfg.Resources))
 		return
 	}
-	if err := run(cfg); err != nil {
+	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg *config.AgentConfig) error {
+// run builds the local manager from the configuration's process concerns, adds regionsync to it
+// and runs it until ctx ends.
+func run(ctx context.Context, cfg *config.AgentConfig) error {
 	local, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("local cluster: %w", err)
 	}
-	remote, err := agent.ManagementConfig(cfg)
+	management, err := regionsync.ManagementConfig(cfg)
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(cfg, local, remote, agent.Options{Logger: ctrl.Log.WithName("agent").WithValues("region", cfg.Region)})
+	opts, err := regionsync.OptionsFromConfig(cfg, management)
 	if err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting regionsync agent", "version", agent.Version, "region", cfg.Region, "resources", len(cfg.Resources))
-	return a.Start(ctrl.SetupSignalHandler())
+	log := ctrl.Log.WithName("agent").WithValues("region", cfg.Region)
+	opts.Logger, opts.Version = log, Version
+	tp, shutdown, err := telemetry.NewTracerProvider(ctx, cfg.Telemetry.Tracing, telemetry.Identity{
+		Version: Version, Region: cfg.Region, ClusterName: cfg.Region,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(flush)
+	}()
+	opts.TracerProvider = tp
+
+	le := cfg.LeaderElection
+	metrics := metricsserver.Options{BindAddress: cfg.Telemetry.MetricsAddr}
+	if cfg.Telemetry.SecureMetrics {
+		// HTTPS with a self-signed certificate; every scrape is authenticated (TokenReview) and
+		// authorized (SubjectAccessReview for GET /metrics) against the local cluster.
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(local, ctrl.Options{
+		Scheme:                        scheme.New(),
+		Logger:                        log,
+		Cache:                         regionsync.LocalCacheOptions(opts), // the agent caches its copies only
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        cfg.Telemetry.HealthAddr,
+		LeaderElection:                *le.Enabled,
+		LeaderElectionID:              "regionsync-" + cfg.Region,
+		LeaderElectionNamespace:       le.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &le.LeaseDuration.Duration,
+		RenewDeadline:                 &le.RenewDeadline.Duration,
+		RetryPeriod:                   &le.RetryPeriod.Duration,
+		GracefulShutdownTimeout:       ptr.To(15 * time.Second),
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("local manager: %w", err)
+	}
+	s, err := regionsync.New(mgr, opts)
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("regionsync", s.Healthz()); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("local-caches", s.Readyz()); err != nil {
+		return err
+	}
+	log.Info("starting regionsync agent", "version", Version, "resources", len(cfg.Resources))
+	return mgr.Start(ctx)
 }

@@ -13,10 +13,7 @@ import (
 // and accepts a valid one.
 func TestAgentConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "agent")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := agentBin // built once by TestMain
 	const head = "apiVersion: regionsync.dev/v1alpha1\nkind: AgentConfig\nmanagement: {kubeconfig: /k}\n"
 	cases := map[string]struct{ yaml, want string }{
 		"suffix":        {head + "region: us\nshard: {remoteResourceSuffix: -US}\nresources: [{version: v1, kind: ConfigMap}]\n", "shard.remoteResourceSuffix: Invalid value"},

@@ -16,9 +16,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // inSyncReconciler returns a reconciler whose one object is in sync on both sides, over

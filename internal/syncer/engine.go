@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,9 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // EventSource is the reporting controller of the agent's Kubernetes Events.
@@ -53,6 +54,23 @@ func unstructuredFor(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	return u
 }
 
+// localPrototype is the object the engine watches a kind with in the local cache: the host's Go
+// type for a typed kind (sharing the host's informer), else unstructured.
+func (e *Engine) localPrototype(gvk schema.GroupVersionKind) (client.Object, error) {
+	if !e.typed[gvk] {
+		return unstructuredFor(gvk), nil
+	}
+	obj, err := e.mgr.GetScheme().New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("typed %s: %w", KindName(gvk), err)
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("typed %s is not a client.Object", KindName(gvk))
+	}
+	return o, nil
+}
+
 // LocalCacheOptions are the local manager's cache options: the managed kinds are cached only
 // when they carry this region's mark, so the agent's memory does not grow with unrelated objects.
 // Namespaces and unmarked objects are read directly, on the create path only.
@@ -70,12 +88,6 @@ func LocalCacheOptions(cfg *config.AgentConfig) cache.Options {
 	}
 }
 
-// ClientOptions make a client read unstructured objects from the cache (controller-runtime reads
-// them from the API server by default).
-func ClientOptions() client.Options {
-	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
-}
-
 // Engine owns the agent's connection to management and runs one controller per configured kind.
 //
 // The engine itself runs on every replica (NeedLeaderElection is false): it waits for
@@ -91,6 +103,10 @@ type Engine struct {
 	gvks         []schema.GroupVersionKind
 	secretCaches map[string]cache.Cache
 	log          logr.Logger
+	// typed are the kinds the host caches as Go types; local is the engine's client of the
+	// local cluster (cached reads of the managed kinds, typed ones converted).
+	typed map[schema.GroupVersionKind]bool
+	local client.Client
 
 	connected atomic.Bool
 	// session is the management cluster, set once management has answered.
@@ -126,19 +142,51 @@ func (e *Engine) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 	return keys, nil
 }
 
+// SystemNamespaces are the region's namespaces regionsync never creates, writes or deletes in.
+var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "default"}
+
+// ProtectedNamespaces are the local namespaces of cfg's namespace scope: the system namespaces,
+// the agent's own (its leader-election namespace) and the configured exclusions.
+func ProtectedNamespaces(cfg *config.AgentConfig) sets.Set[string] {
+	s := sets.New(SystemNamespaces...)
+	if cfg.LeaderElection.Namespace != "" {
+		s.Insert(cfg.LeaderElection.Namespace)
+	}
+	return s
+}
+
+// Params are what NewEngine needs.
+type Params struct {
+	// Config is the validated, defaulted configuration.
+	Config *config.AgentConfig
+	// Manager is the local (host) manager; its cache may be filtered (LocalCacheOptions) or not.
+	Manager manager.Manager
+	// Management is the management cluster's client config.
+	Management *rest.Config
+	// Typed are the configured kinds the host caches as Go types (registered in its scheme).
+	Typed map[schema.GroupVersionKind]bool
+	Log   logr.Logger
+	// Tracer traces every reconcile and write; nil runs no tracing code at all.
+	Tracer trace.Tracer
+}
+
 // NewEngine builds the engine and adds it, and the caches of the configured local secrets, to
-// the local manager. The manager must have been created with LocalCacheOptions and ClientOptions.
-//
-// tracer traces every reconcile and write; nil runs no tracing code at all.
-func NewEngine(cfg *config.AgentConfig, mgr manager.Manager, remoteConfig *rest.Config, log logr.Logger, tracer trace.Tracer) (*Engine, error) {
+// the local manager.
+func NewEngine(p Params) (*Engine, error) {
+	cfg, mgr := p.Config, p.Manager
 	mapper, err := shard.NewMapper(cfg.Shard)
 	if err != nil {
 		return nil, err
 	}
+	local, err := newLocalClient(mgr, p.Typed)
+	if err != nil {
+		return nil, fmt.Errorf("local client: %w", err)
+	}
 	e := &Engine{
-		cfg: cfg, mgr: mgr, remoteConfig: remoteConfig, log: log,
+		cfg: cfg, mgr: mgr, remoteConfig: p.Management, log: p.Log,
 		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: GVKs(cfg),
-		secretCaches: map[string]cache.Cache{}, sessionReady: make(chan struct{}), tracer: tracer,
+		secretCaches: map[string]cache.Cache{}, sessionReady: make(chan struct{}), tracer: p.Tracer,
+		typed: p.Typed, local: local,
 	}
 	// One small cache per secret name, selected by field: the agent never caches other Secrets.
 	for _, res := range cfg.Resources {
@@ -290,7 +338,7 @@ func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
 		o.Scheme = e.mgr.GetScheme()
 		o.Logger = e.log.WithName("management")
 		o.Cache = opts
-		o.Client = ClientOptions()
+		o.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("management cluster: %w", err)
@@ -354,7 +402,10 @@ func (e *Engine) warm(ctx context.Context, remote cluster.Cluster, i int, r *Rec
 		_, err := remote.GetCache().GetInformer(ctx, unstructuredFor(r.GVK))
 		side := "management"
 		if err == nil {
-			_, err = e.mgr.GetCache().GetInformer(ctx, unstructuredFor(r.GVK))
+			var proto client.Object
+			if proto, err = e.localPrototype(r.GVK); err == nil {
+				_, err = e.mgr.GetCache().GetInformer(ctx, proto)
+			}
 			side = "the local cluster"
 		}
 		if err == nil {
@@ -393,24 +444,25 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 	}
 	budget := DeletionBudget{MaxFraction: *e.cfg.DeletionBudget.MaxFraction, MinObjects: *e.cfg.DeletionBudget.MinObjects}
 	r := &Reconciler{
-		Resource:      res,
-		GVK:           gvk,
-		Region:        e.cfg.Region,
-		Keys:          e.keys,
-		Mapper:        e.mapper,
-		Remote:        &gatedClient{Client: remote.GetClient(), gate: &e.writes},
-		RemoteAPI:     remote.GetAPIReader(),
-		Local:         e.mgr.GetClient(),
-		LocalAPI:      e.mgr.GetAPIReader(),
-		Secrets:       secrets,
-		ManagedKinds:  e.gvks,
-		LocalEvents:   e.mgr.GetEventRecorder(EventSource),
-		RemoteEvents:  remote.GetEventRecorder(EventSource),
-		SecretRecheck: e.cfg.ResyncPeriod.Duration,
-		Log:           e.log.WithValues("resource", KindName(gvk)),
-		states:        newStateTracker(KindName(gvk)),
-		Tracer:        e.tracer,
-		available:     make(chan struct{}),
+		Resource:            res,
+		GVK:                 gvk,
+		Region:              e.cfg.Region,
+		Keys:                e.keys,
+		Mapper:              e.mapper,
+		Remote:              &gatedClient{Client: remote.GetClient(), gate: &e.writes},
+		RemoteAPI:           remote.GetAPIReader(),
+		Local:               e.local,
+		LocalAPI:            e.mgr.GetAPIReader(),
+		Secrets:             secrets,
+		ManagedKinds:        e.gvks,
+		ProtectedNamespaces: ProtectedNamespaces(e.cfg),
+		LocalEvents:         e.mgr.GetEventRecorder(EventSource),
+		RemoteEvents:        remote.GetEventRecorder(EventSource),
+		SecretRecheck:       e.cfg.ResyncPeriod.Duration,
+		Log:                 e.log.WithValues("resource", KindName(gvk)),
+		states:              newStateTracker(KindName(gvk)),
+		Tracer:              e.tracer,
+		available:           make(chan struct{}),
 	}
 	r.Budget = newBudgetGate(budget, r.countOrphans)
 	return r
@@ -418,7 +470,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 
 func (e *Engine) newController(remote cluster.Cluster, r *Reconciler) (controller.Controller, error) {
 	gvk, res := r.GVK, r.Resource
-	c, err := controller.NewUnmanaged(strings.ToLower(KindName(gvk)), controller.Options{
+	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(KindName(gvk)), controller.Options{
 		Reconciler:              r,
 		MaxConcurrentReconciles: res.Concurrency,
 		SkipNameValidation:      ptrTo(true), // a regained claim builds the controller again
@@ -441,7 +493,11 @@ func (e *Engine) newController(remote cluster.Cluster, r *Reconciler) (controlle
 	toRemote := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return e.remoteRequest(objectRef(o))
 	})
-	if err := c.Watch(source.Kind[client.Object](e.mgr.GetCache(), unstructuredFor(gvk), stamped(toRemote))); err != nil {
+	proto, err := e.localPrototype(gvk)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Watch(source.Kind[client.Object](e.mgr.GetCache(), proto, stamped(toRemote))); err != nil {
 		return nil, err
 	}
 	secretOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -2,6 +2,7 @@ package syncer_test
 
 import (
 	"context"
+	"errors"
 
 	"fmt"
 	"github.com/go-logr/logr"
@@ -29,13 +30,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/internal/agent"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 )
 
 // The integration tests share one management cluster and one regional cluster (real API servers
@@ -149,7 +150,7 @@ type env struct {
 	proxy                     *testenv.Proxy
 	tracer                    trace.TracerProvider
 	remoteCfg                 *rest.Config
-	agent                     *agent.Agent
+	syncer                    *regionsync.Syncer
 	cancel                    context.CancelFunc
 	done                      chan error
 }
@@ -234,13 +235,49 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 // start runs a new agent process (in-process) with the test's configuration.
 func (e *env) start() {
 	e.t.Helper()
-	a, err := agent.New(e.cfg, e.localWrites.wrap(region.Config), e.remoteWrites.wrap(e.remoteCfg), agent.Options{TracerProvider: e.tracer})
+	s, mgr, flush, err := startAgent(e.cfg, e.localWrites.wrap(region.Config), e.remoteWrites.wrap(e.remoteCfg), e.tracer)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e.agent, e.cancel, e.done = a, cancel, make(chan error, 1)
-	go func() { e.done <- a.Start(ctx) }()
+	e.syncer, e.cancel, e.done = s, cancel, make(chan error, 1)
+	go func() {
+		err := mgr.Start(ctx)
+		e.done <- errors.Join(err, flush(context.Background()))
+	}()
+}
+
+// startAgent builds an agent in-process as cmd/agent does: the configuration's options, a manager
+// whose cache holds only the copies, and the public package.
+// The returned function flushes the tracer provider it built, if any.
+func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.TracerProvider) (*regionsync.Syncer, ctrl.Manager, func(context.Context) error, error) {
+	opts, err := regionsync.OptionsFromConfig(cfg, remote)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts.TracerProvider = tp
+	shutdown := func(context.Context) error { return nil }
+	if tp == nil { // as cmd/agent does: the exporter the configuration asks for
+		if opts.TracerProvider, shutdown, err = telemetry.NewTracerProvider(context.Background(), cfg.Telemetry.Tracing, telemetry.Identity{
+			Version: "test", Region: cfg.Region, ClusterName: cfg.Region,
+		}); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	local = rest.CopyConfig(local)
+	local.QPS, local.Burst = 50, 100
+	mgr, err := ctrl.NewManager(local, ctrl.Options{
+		Scheme:                 scheme.New(),
+		Cache:                  regionsync.LocalCacheOptions(opts),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s, err := regionsync.New(mgr, opts)
+	return s, mgr, shutdown, err
 }
 
 // stop stops the agent (idempotent).

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Event reasons: every write decision a person may need to see.
@@ -29,6 +29,7 @@ const (
 	ReasonAdopted               = "Adopted"
 	ReasonAdoptionRefused       = "AdoptionRefused"
 	ReasonInvalidMapping        = "InvalidMapping"
+	ReasonProtectedNamespace    = "ProtectedNamespace"
 	ReasonDeleted               = "Deleted"
 	ReasonDeletionHeld          = "DeletionHeld"
 	ReasonOutOfShard            = "OutOfShard"
@@ -177,7 +178,17 @@ func (r *Reconciler) countSecret(result string) {
 
 // specDown creates or updates the local copy. It returns the local object after any write, or nil
 // when there is none yet to set generations from (waiting, refused).
-func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, local *unstructured.Unstructured) (*unstructured.Unstructured, ctrl.Result, error) {
+//
+// unmarked is an object at the mapped name that carries no mark (read from a cache that is not
+// filtered to marked objects); the adoption rules decide whether it becomes the copy.
+func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, local, unmarked *unstructured.Unstructured) (*unstructured.Unstructured, ctrl.Result, error) {
+	if local == nil && unmarked != nil {
+		existing, result, err := r.adoptOrRefuse(ctx, remote, localKey, unmarked)
+		if err != nil || existing == nil {
+			return nil, result, err
+		}
+		local = existing
+	}
 	if local == nil {
 		fresh, result, err := r.ensureNamespace(ctx, remote, localKey)
 		if err != nil || !result.IsZero() {
@@ -276,7 +287,27 @@ func (r *Reconciler) lookupExisting(ctx context.Context, remote *unstructured.Un
 	if r.isMarked(existing) {
 		return existing, ctrl.Result{}, nil // ours; the cache has not seen it yet
 	}
-	if r.Resource.Adoption == config.AdoptionRefuse {
+	return r.adoptOrRefuse(ctx, remote, localKey, existing)
+}
+
+// adoptOrRefuse applies the adoption rules to an unmarked local object at the mapped name: it is
+// taken over when adoption is configured, or when it lives in a namespace the agent (or
+// sync-controller, under the same annotation domain) created for this very object, the migration
+// path; otherwise it is left alone, reported, and looked at again later.
+func (r *Reconciler) adoptOrRefuse(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, existing *unstructured.Unstructured) (*unstructured.Unstructured, ctrl.Result, error) {
+	if !existing.GetDeletionTimestamp().IsZero() {
+		return nil, ctrl.Result{RequeueAfter: waitRequeue}, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.LocalAPI.Get(ctx, types.NamespacedName{Name: localKey.Namespace}, ns); err != nil {
+		return nil, ctrl.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)
+	}
+	if r.ownsNamespace(ns, existing) {
+		r.LocalEvents.Eventf(existing, nil, corev1.EventTypeNormal, ReasonAdopted, "Adopt",
+			"taken over for management object %s: it lives in namespace %s, created for it", objectRef(remote), ns.Name)
+		return existing, ctrl.Result{}, nil
+	}
+	if r.Resource.Adoption != config.AdoptionAdopt {
 		r.count(telemetry.DirectionDown, telemetry.ResultRefused)
 		msg := fmt.Sprintf("local %s exists and is not managed by regionsync; adoption is refused by configuration", localKey)
 		r.LocalEvents.Eventf(existing, nil, corev1.EventTypeWarning, ReasonAdoptionRefused, "Adopt", "%s", msg)

@@ -22,14 +22,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // FieldManager is the field manager of every write the agent makes (server-side apply included).
@@ -58,6 +59,8 @@ type Reconciler struct {
 	// ManagedKinds are all kinds the agent syncs; a namespace the agent created is deleted only
 	// when no other managed object of any of them is left in it.
 	ManagedKinds []schema.GroupVersionKind
+	// ProtectedNamespaces are local namespaces nothing is ever created, written or deleted in.
+	ProtectedNamespaces sets.Set[string]
 
 	LocalEvents  events.EventRecorder
 	RemoteEvents events.EventRecorder
@@ -182,6 +185,14 @@ func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, req ctrl.
 		}
 		remote = nil
 	}
+	reason := ReasonInvalidMapping
+	if mapErr == nil && r.ProtectedNamespaces.Has(localKey.Namespace) {
+		// Namespace scope: whatever the shard says, nothing is created, written or deleted in
+		// the region's system namespaces, the agent's own, or the excluded ones.
+		reason = ReasonProtectedNamespace
+		mapErr = fmt.Errorf("%s maps to local namespace %s, which regionsync never writes (system, agent or excluded namespace)",
+			req.NamespacedName, localKey.Namespace)
+	}
 	if mapErr != nil {
 		if remote == nil { // an invalid object was deleted: nothing to report any more
 			*state = ""
@@ -190,8 +201,8 @@ func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, req ctrl.
 		// A bad input: report it, never retry it, and let every other object go on.
 		*state = StateInvalid
 		r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
-		log.Error(mapErr, "invalid mapping; object skipped")
-		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonInvalidMapping, "Sync", "%v", mapErr)
+		log.Info("object skipped", "reason", reason, "error", mapErr.Error())
+		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, reason, "Sync", "%v", mapErr)
 		return ctrl.Result{}, nil
 	}
 	log = log.WithValues("local", localKey)
@@ -203,6 +214,13 @@ func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, req ctrl.
 			return ctrl.Result{}, fmt.Errorf("reading local %s: %w", localKey, err)
 		}
 		local = nil
+	}
+	// An unmarked object at the mapped name is not a copy, whatever the cache holds (a host's
+	// cache is not filtered to marked objects): the adoption rules decide in specDown, and until
+	// then it is never written, deleted, or read for status and secrets.
+	var unmarked *unstructured.Unstructured
+	if local != nil && !r.isMarked(local) {
+		unmarked, local = local, nil
 	}
 
 	ctx, end := r.beginPass(ctx, eventAt, req, remote, local, localKey)
@@ -239,7 +257,7 @@ func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, req ctrl.
 	// 3. Secrets up; a failed upload does not hold back spec.
 	secretsErr := r.secretsUp(ctx, remote, local)
 	// 4. Spec down.
-	local, result, err = r.specDown(ctx, remote, localKey, local)
+	local, result, err = r.specDown(ctx, remote, localKey, local, unmarked)
 	if err != nil || local == nil {
 		*state = StatePending
 		return result, errors.Join(err, secretsErr)

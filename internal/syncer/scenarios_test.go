@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 var tenantGVK = schema.GroupVersionKind{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}
@@ -514,7 +514,7 @@ func TestLabelSelectorNeverCaches(t *testing.T) {
 	e.tenant(ns, "bronze", "Bronze", func(o *demov1alpha1.Tenant) { o.Labels = map[string]string{"tier": "bronze"} })
 	e.tenant(ns, "gold", "Gold")
 	e.waitSynced(ns, "gold")
-	keys, err := e.agent.Engine.RemoteKeys(e.ctx, tenantGVK)
+	keys, err := e.syncer.Engine().RemoteKeys(e.ctx, tenantGVK)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // A management-side trace: a traceparent annotation as a management controller would write it.

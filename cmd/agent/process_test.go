@@ -1,4 +1,4 @@
-package agent_test
+package main_test
 
 import (
 	"bufio"
@@ -28,8 +28,8 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // These tests run the agent binary as separate processes (as in production) against real API

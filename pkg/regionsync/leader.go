@@ -1,4 +1,4 @@
-package agent
+package regionsync
 
 import (
 	"context"
@@ -8,16 +8,17 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // fleetLeader is the leader-only part of the agent: it claims the region's shard on management,
@@ -31,10 +32,14 @@ type fleetLeader struct {
 	regions client.Client
 	log     logr.Logger
 	holder  string
-	claimer atomic.Pointer[shard.Claimer]
+	scope   ClaimScope
+	version string
+	// instance makes the per-replica identity unique also for two syncers in one process.
+	instance string
+	claimer  atomic.Pointer[shard.Claimer]
 }
 
-func newFleetLeader(cfg *config.AgentConfig, mgr manager.Manager, engine *syncer.Engine, remote *rest.Config, log logr.Logger) (*fleetLeader, error) {
+func newFleetLeader(cfg *config.AgentConfig, mgr manager.Manager, engine *syncer.Engine, remote *rest.Config, scope ClaimScope, version string, log logr.Logger) (*fleetLeader, error) {
 	mgmt, err := kubernetes.NewForConfig(remote)
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
@@ -43,16 +48,27 @@ func newFleetLeader(cfg *config.AgentConfig, mgr manager.Manager, engine *syncer
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
-	return &fleetLeader{cfg: cfg, mgr: mgr, engine: engine, mgmt: mgmt, regions: regions, log: log, holder: ReplicaName()}, nil
+	return &fleetLeader{cfg: cfg, mgr: mgr, engine: engine, mgmt: mgmt, regions: regions, log: log, holder: replicaName(), scope: scope, version: version, instance: string(uuid.NewUUID())[:8]}, nil
 }
 
-// ReplicaName identifies this replica: $POD_NAME in a cluster, else host and process ID.
-func ReplicaName() string {
+// replicaName identifies this replica: $POD_NAME in a cluster, else host and process ID.
+func replicaName() string {
 	if n := os.Getenv("POD_NAME"); n != "" {
 		return n
 	}
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// identity is the claim identity on management. Per fleet, a new local leader of the same fleet
+// takes the claim over at once and another fleet (other cluster or namespace) for the same region
+// must wait; per replica, every replica must wait for the holder, so replicas without leader
+// election never write together.
+func (l *fleetLeader) identity(clusterID string) string {
+	if l.scope == ClaimPerFleet {
+		return fmt.Sprintf("%s/%s@%s", l.cfg.Region, l.cfg.LeaderElection.Namespace, clusterID)
+	}
+	return fmt.Sprintf("%s/%s_%s@%s", l.cfg.Region, l.holder, l.instance, clusterID)
 }
 
 // NeedLeaderElection: only the local leader claims the shard.
@@ -90,12 +106,10 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	def := shard.DefinitionOf(l.cfg)
 	gate := l.engine.Writes()
 	c := &shard.Claimer{
-		Client:    l.mgmt,
-		Namespace: l.cfg.Management.Namespace,
-		Def:       def,
-		// One identity per fleet: a new local leader of the same fleet takes the claim over at
-		// once; another fleet (other cluster or namespace) for the same region must wait.
-		Identity:      fmt.Sprintf("%s/%s@%s", l.cfg.Region, le.Namespace, clusterID),
+		Client:        l.mgmt,
+		Namespace:     l.cfg.Management.Namespace,
+		Def:           def,
+		Identity:      l.identity(clusterID),
 		Holder:        l.holder,
 		LeaseDuration: le.LeaseDuration.Duration,
 		RenewDeadline: le.RenewDeadline.Duration,
@@ -111,7 +125,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	}
 	reporter := &health.Reporter{
 		Client: l.regions, Region: l.cfg.Region,
-		Leader: l.holder, ClusterID: clusterID, AgentVersion: Version, Shard: def.String(),
+		Leader: l.holder, ClusterID: clusterID, AgentVersion: l.version, Shard: def.String(),
 		Sources: health.Sources{
 			ManagementConnected: l.engine.ManagementConnected,
 			Claim:               c.State,

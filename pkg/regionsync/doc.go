@@ -1,0 +1,49 @@
+// Package regionsync embeds regionsync in a regional controller manager: it keeps local copies
+// of this region's shard of a management cluster's objects, returns their status and selected
+// secrets with generation annotations, claims the shard on management and publishes the
+// region's health there. It is what the agent binary (cmd/agent) runs, and what a host that
+// already runs a controller manager adds to it instead of running a second process and cache,
+// as gravitational/sync-controller's users do today (MIGRATION.md).
+//
+// # Use
+//
+// Build the host's manager as usual, then:
+//
+//	s, err := regionsync.New(mgr, regionsync.Options{
+//		Region:     "us-east-1",
+//		Management: regionsync.Management{Config: managementRestConfig},
+//		Shard:      regionsync.Shard{RemoteResourceSuffix: "-us-east-1"},
+//		Resources:  []regionsync.Resource{{Object: &tenantv1.Tenant{}, Secrets: []string{"tenant-token"}}},
+//	})
+//	_ = mgr.AddHealthzCheck("regionsync", s.Healthz())
+//	_ = mgr.AddReadyzCheck("regionsync", s.Readyz())
+//	err = mgr.Start(ctx)
+//
+// # What it adds to the manager
+//
+//   - On every replica: a management session, connected lazily (the host starts and serves
+//     health while management is unreachable) and probed; the management cache of the shard
+//     (narrowed server-side by Shard.LabelSelector); the local informers of the synced kinds, so
+//     that a standby becomes leader without listing anything again.
+//   - On the elected leader only (every replica when the host runs without leader election):
+//     the shard claim, a Lease "region-<region>" on management; while it is held, one controller
+//     per kind and the Region status reporter.
+//
+// # The host's cache
+//
+// Typed kinds are read through the host's own informer for that Go type. The manager's cache
+// need not be filtered: an object without this region's mark is never treated as a copy (the
+// adoption rules decide whether it becomes one) and only marked objects are ever written or
+// deleted. A host whose manager exists only for regionsync (the agent) may build it with
+// LocalCacheOptions, so that it caches copies only.
+//
+// # A guest in the host process
+//
+// The package reads no flags or environment, never exits the process, builds no trace exporter
+// (Options.TracerProvider is the host's), names its controllers "regionsync-<kind>", and
+// registers its metrics (prefix regionsync_) in controller-runtime's registry, which the
+// manager serves.
+//
+// The sync rules, the shard mapping, the safety model and the health model are described in
+// docs/design.md; the configuration file in docs/configuration.md.
+package regionsync

@@ -1,0 +1,287 @@
+package regionsync
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+// Sentinel errors. Errors returned by New and OptionsFromConfig wrap one of them, so a host can
+// tell a configuration mistake from a failure of its cluster.
+var (
+	// ErrInvalidOptions: the Options (or the configuration they came from) are invalid; the
+	// error names the field.
+	ErrInvalidOptions = errors.New("regionsync: invalid options")
+	// ErrNoManagementSession: the management cluster has not been reached yet.
+	ErrNoManagementSession = errors.New("regionsync: no management session")
+)
+
+// Options configure a Syncer. The zero value of every field but Region, Management.Config and
+// Resources is a working default.
+type Options struct {
+	// Region names the regional cluster the host runs in (a DNS label, e.g. "us-east-1"). It is
+	// the mark on every local copy and the name of the shard Lease and Region on management.
+	Region string
+	// AnnotationDomain prefixes every annotation, label and finalizer the syncer writes (default
+	// "regionsync.dev"; "cloud.teleport.dev" gives gravitational/sync-controller's keys).
+	AnnotationDomain string
+	// Management is the management cluster.
+	Management Management
+	// Shard selects which management objects belong to this region and how their names map.
+	Shard Shard
+	// Resources are the kinds to sync; at least one.
+	Resources []Resource
+	// DeletionBudget bounds local deletions caused by objects vanishing from management.
+	DeletionBudget DeletionBudget
+	// ResyncPeriod is how often every cached object is reconciled again (default 10m; a resync
+	// writes nothing when the object is in sync).
+	ResyncPeriod time.Duration
+	// Claim configures the shard claim on management.
+	Claim Claim
+	// HeartbeatInterval is how often the Region's heartbeat is refreshed (default 30s).
+	HeartbeatInterval time.Duration
+	// TracerProvider traces every sync; nil runs no tracing code at all. The host owns it (and
+	// its shutdown); the syncer never builds an exporter.
+	TracerProvider trace.TracerProvider
+	// Logger is the syncer's logger (default: the manager's logger, named "regionsync").
+	Logger logr.Logger
+	// Version is reported on the Region (default "dev").
+	Version string
+}
+
+// Management locates the management cluster.
+type Management struct {
+	// Config is the management cluster's client config (required). It is connected lazily: the
+	// host starts, serves health and keeps local copies while management is unreachable.
+	Config *rest.Config
+	// Namespace holds the shard Leases on management (default "regionsync-system").
+	Namespace string
+}
+
+// Shard selects the management objects of this region. Empty fields are no constraint.
+type Shard struct {
+	// NamespacePrefix must start every remote and local namespace of the shard.
+	NamespacePrefix string
+	// RemoteResourceSuffix must end every remote object name; it is removed locally.
+	RemoteResourceSuffix string
+	// RemoteNamespaceSuffix must end every remote namespace; it is replaced by
+	// LocalNamespaceSuffix.
+	RemoteNamespaceSuffix string
+	// LocalNamespaceSuffix ends every local namespace of the shard.
+	LocalNamespaceSuffix string
+	// LabelSelector narrows the shard server-side: objects that do not match are never sent to
+	// the region.
+	LabelSelector string
+}
+
+// Strategy says how spec is written to the local copy.
+type Strategy = config.Strategy
+
+// The strategies.
+const (
+	// StrategyReplace makes the local copy exactly the remote's; local drift is reverted.
+	StrategyReplace = config.StrategyReplace
+	// StrategyApply writes with server-side apply (field manager "regionsync"); fields owned by
+	// local controllers survive.
+	StrategyApply = config.StrategyApply
+)
+
+// Adoption says what happens to a pre-existing, unmarked local object at a mapped name.
+type Adoption = config.AdoptionPolicy
+
+// The adoption policies.
+const (
+	// AdoptionRefuse leaves an unmarked object alone and reports it (unless it lives in a
+	// namespace created for it by regionsync or sync-controller: that is taken over in place).
+	AdoptionRefuse = config.AdoptionRefuse
+	// AdoptionAdopt marks the object as managed and syncs it.
+	AdoptionAdopt = config.AdoptionAdopt
+)
+
+// Resource is one kind to sync.
+type Resource struct {
+	// Object names the kind: a typed object registered in the manager's scheme
+	// (&tenantv1.Tenant{}: the syncer then reads it through the host's own informer, so one
+	// watch serves the host's controllers and the syncer), or an *unstructured.Unstructured with
+	// its GroupVersionKind set. A typed kind's Go type must hold every field the CRD has: the copy
+	// is what the type can represent.
+	Object client.Object
+	// Secrets names local Secrets, controlled by the local object, that are uploaded to
+	// "<name><Shard.RemoteResourceSuffix>" in the remote namespace.
+	Secrets []string
+	// Strategy is StrategyReplace (default) or StrategyApply.
+	Strategy Strategy
+	// Adoption is the policy for unmarked local objects at a mapped name (default
+	// AdoptionRefuse).
+	Adoption Adoption
+	// DeletePropagation is used when deleting a local copy (default Foreground).
+	DeletePropagation metav1.DeletionPropagation
+	// Concurrency is the number of parallel syncs of this kind (default 4).
+	Concurrency int
+}
+
+// DeletionBudget bounds the local deletions caused by objects vanishing from management.
+type DeletionBudget struct {
+	// MaxFraction of a kind's copies that may be orphaned at once before deletions are held
+	// (0 < f <= 1; default 0.5).
+	MaxFraction float64
+	// MinObjects is the number of orphans always allowed (nil: 10). Zero is meaningful: no
+	// orphan deletion without the fraction allowing it.
+	MinObjects *int
+}
+
+// ClaimScope says who shares a shard claim on management.
+type ClaimScope string
+
+const (
+	// ClaimPerReplica (the default): every replica claims with its own identity, so exactly one
+	// replica writes even when the host runs several replicas with leader election off. A new
+	// leader takes the claim over once the previous holder's lease expires (or at once when it
+	// released it on a graceful shutdown).
+	ClaimPerReplica ClaimScope = "PerReplica"
+	// ClaimPerFleet: every replica of one fleet (one local cluster and leader-election namespace)
+	// shares one identity, so a new local leader takes the claim over at once. Use it only with
+	// the host's leader election on (the agent binary does).
+	ClaimPerFleet ClaimScope = "PerFleet"
+)
+
+// Claim configures the shard claim, a Lease "region-<region>" on management.
+type Claim struct {
+	// Scope is ClaimPerReplica (default) or ClaimPerFleet.
+	Scope ClaimScope
+	// FleetNamespace distinguishes fleets under ClaimPerFleet (the agent uses its local
+	// leader-election namespace; default "regionsync-system").
+	FleetNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the claim as in client-go's leader
+	// election (defaults 15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// OptionsFromConfig turns an agent configuration file (config.Load) into Options for the
+// management cluster at management; the agent binary uses it. Its kinds are unstructured and its
+// claim is per fleet (the binary always runs with leader election among its replicas).
+func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Options, error) {
+	if err := config.Validate(cfg); err != nil {
+		return Options{}, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	o := Options{
+		Region:           cfg.Region,
+		AnnotationDomain: cfg.AnnotationDomain,
+		Management:       Management{Config: management, Namespace: cfg.Management.Namespace},
+		Shard: Shard{
+			NamespacePrefix:       cfg.Shard.NamespacePrefix,
+			RemoteResourceSuffix:  cfg.Shard.RemoteResourceSuffix,
+			RemoteNamespaceSuffix: cfg.Shard.RemoteNamespaceSuffix,
+			LocalNamespaceSuffix:  cfg.Shard.LocalNamespaceSuffix,
+			LabelSelector:         cfg.Shard.LabelSelector,
+		},
+		DeletionBudget:    DeletionBudget{MaxFraction: ptr.Deref(cfg.DeletionBudget.MaxFraction, 0), MinObjects: cfg.DeletionBudget.MinObjects},
+		ResyncPeriod:      cfg.ResyncPeriod.Duration,
+		HeartbeatInterval: cfg.Telemetry.HeartbeatInterval.Duration,
+		Claim: Claim{
+			Scope:          ClaimPerFleet,
+			FleetNamespace: cfg.LeaderElection.Namespace,
+			LeaseDuration:  cfg.LeaderElection.LeaseDuration.Duration,
+			RenewDeadline:  cfg.LeaderElection.RenewDeadline.Duration,
+			RetryPeriod:    cfg.LeaderElection.RetryPeriod.Duration,
+		},
+	}
+	for _, r := range cfg.Resources {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
+		o.Resources = append(o.Resources, Resource{
+			Object: u, Secrets: r.Secrets, Strategy: r.Strategy, Adoption: r.Adoption,
+			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency,
+		})
+	}
+	return o, nil
+}
+
+// agentConfig builds the engine's configuration from o: defaulted, validated (errors name the
+// configuration field), with the kinds that are typed in scheme.
+func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[schema.GroupVersionKind]bool, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if o.Management.Config == nil {
+		return nil, nil, invalid("Management.Config: required")
+	}
+	switch o.Claim.Scope {
+	case "", ClaimPerReplica, ClaimPerFleet:
+	default:
+		return nil, nil, invalid("Claim.Scope: %q is not %s or %s", o.Claim.Scope, ClaimPerReplica, ClaimPerFleet)
+	}
+	cfg := &config.AgentConfig{
+		TypeMeta:         config.TypeMeta(),
+		Region:           o.Region,
+		AnnotationDomain: o.AnnotationDomain,
+		Management:       config.ManagementConfig{Namespace: o.Management.Namespace},
+		Shard: config.ShardConfig{
+			NamespacePrefix:       o.Shard.NamespacePrefix,
+			RemoteResourceSuffix:  o.Shard.RemoteResourceSuffix,
+			RemoteNamespaceSuffix: o.Shard.RemoteNamespaceSuffix,
+			LocalNamespaceSuffix:  o.Shard.LocalNamespaceSuffix,
+			LabelSelector:         o.Shard.LabelSelector,
+		},
+		LeaderElection: config.LeaderElectionConfig{
+			Namespace:     o.Claim.FleetNamespace,
+			LeaseDuration: metav1.Duration{Duration: o.Claim.LeaseDuration},
+			RenewDeadline: metav1.Duration{Duration: o.Claim.RenewDeadline},
+			RetryPeriod:   metav1.Duration{Duration: o.Claim.RetryPeriod},
+		},
+		ResyncPeriod: metav1.Duration{Duration: o.ResyncPeriod},
+		Telemetry:    config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: o.HeartbeatInterval}},
+	}
+	if o.DeletionBudget.MaxFraction != 0 {
+		cfg.DeletionBudget.MaxFraction = ptr.To(o.DeletionBudget.MaxFraction)
+	}
+	if o.DeletionBudget.MinObjects != nil {
+		cfg.DeletionBudget.MinObjects = ptr.To(*o.DeletionBudget.MinObjects)
+	}
+	typed := map[schema.GroupVersionKind]bool{}
+	for i, r := range o.Resources {
+		if r.Object == nil {
+			return nil, nil, invalid("Resources[%d].Object: required", i)
+		}
+		var gvk schema.GroupVersionKind
+		if u, ok := r.Object.(*unstructured.Unstructured); ok {
+			gvk = u.GroupVersionKind()
+			if gvk.Kind == "" || gvk.Version == "" {
+				return nil, nil, invalid("Resources[%d].Object: an unstructured object needs its group, version and kind set", i)
+			}
+		} else {
+			var err error
+			if gvk, err = apiutil.GVKForObject(r.Object, scheme); err != nil {
+				return nil, nil, invalid("Resources[%d].Object: %T is not registered in the manager's scheme: %v", i, r.Object, err)
+			}
+			typed[gvk] = true
+		}
+		adoption := r.Adoption
+		if adoption == "" {
+			adoption = AdoptionRefuse // a management user must not take over what the region made
+		}
+		cfg.Resources = append(cfg.Resources, config.ResourceConfig{
+			Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
+			Secrets: r.Secrets, Strategy: r.Strategy, Adoption: adoption,
+			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency,
+		})
+	}
+	config.Default(cfg)
+	if err := config.ValidateEmbedded(cfg); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return cfg, typed, nil
+}

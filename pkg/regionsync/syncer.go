@@ -1,0 +1,145 @@
+package regionsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+// Syncer is regionsync running inside a host's controller manager. New adds it to the
+// manager; the manager's Start runs it.
+type Syncer struct {
+	mgr    manager.Manager
+	engine *syncer.Engine
+	leader *fleetLeader
+}
+
+// Stats are one kind's object counts by state.
+type Stats = syncer.Stats
+
+// ClaimState is the shard claim as this replica sees it.
+type ClaimState = shard.ClaimState
+
+// New adds the syncer to mgr: the management session (connected lazily, retried in the
+// background), the local and management caches and their warm-up on every replica, and, on the
+// elected leader only (or on every replica when the host runs without leader election, each
+// with its own claim identity by default), the shard claim on management, one controller per
+// kind and the Region status reporter.
+//
+// The manager's cache need not be filtered: only objects carrying this region's mark are ever
+// treated as copies, written or deleted. A host that wants the cache to hold only copies builds
+// its manager with LocalCacheOptions.
+//
+// Errors wrap ErrInvalidOptions when opts are invalid.
+func New(mgr manager.Manager, opts Options) (*Syncer, error) {
+	cfg, typed, err := opts.agentConfig(mgr.GetScheme())
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log.GetSink() == nil {
+		log = mgr.GetLogger().WithName("regionsync")
+	}
+	engineParams := syncer.Params{
+		Config: cfg, Manager: mgr, Management: opts.Management.Config, Typed: typed, Log: log.WithName("sync"),
+	}
+	if opts.TracerProvider != nil {
+		engineParams.Tracer = opts.TracerProvider.Tracer("regionsync.dev/agent")
+	}
+	engine, err := syncer.NewEngine(engineParams)
+	if err != nil {
+		return nil, err
+	}
+	version := opts.Version
+	if version == "" {
+		version = "dev"
+	}
+	scope := opts.Claim.Scope
+	if scope == "" {
+		scope = ClaimPerReplica
+	}
+	leader, err := newFleetLeader(cfg, mgr, engine, opts.Management.Config, scope, version, log.WithName("claim"))
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(leader); err != nil {
+		return nil, err
+	}
+	return &Syncer{mgr: mgr, engine: engine, leader: leader}, nil
+}
+
+// Healthz is the syncer's liveness check for the host's /healthz. It never depends on
+// management: an unreachable management cluster is no reason to restart a region's agent.
+func (s *Syncer) Healthz() healthz.Checker { return healthz.Ping }
+
+// Readyz is the syncer's readiness check for the host's /readyz: the local caches have synced.
+func (s *Syncer) Readyz() healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !s.mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("local caches not synced")
+		}
+		return nil
+	}
+}
+
+// Claim returns the shard claim as this replica sees it.
+func (s *Syncer) Claim() ClaimState { return s.leader.claimState() }
+
+// ManagementConnected reports whether the last probe of the management cluster succeeded.
+func (s *Syncer) ManagementConnected() bool { return s.engine.ManagementConnected() }
+
+// Stats returns each kind's object counts (empty until management has been reached).
+func (s *Syncer) Stats() []Stats { return s.engine.Stats() }
+
+// Engine is the sync engine (for regionsync's own tests and tools; not part of the stable API).
+func (s *Syncer) Engine() *syncer.Engine { return s.engine }
+
+// LocalCacheOptions are cache options for a host manager that should cache the synced kinds
+// only where they carry this region's mark (the agent binary uses them): memory then does not
+// grow with unrelated objects of the same kinds. Every kind in the manager's cache is filtered,
+// so a host with its own controllers for other objects of these kinds should not use them.
+// Only Region, AnnotationDomain and ResyncPeriod of opts are read.
+func LocalCacheOptions(opts Options) cache.Options {
+	cfg := &config.AgentConfig{Region: opts.Region, AnnotationDomain: opts.AnnotationDomain}
+	cfg.ResyncPeriod.Duration = opts.ResyncPeriod
+	config.Default(cfg)
+	return syncer.LocalCacheOptions(cfg)
+}
+
+// Default client limits for the management cluster (client-go's 5 requests/s would throttle
+// initial syncs).
+const (
+	defaultManagementQPS   = 50
+	defaultManagementBurst = 100
+)
+
+// ManagementConfig loads the management cluster's client config from the kubeconfig file the
+// configuration names, with the configured (or default) client limits.
+func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Management.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("management.kubeconfig %s: %w", cfg.Management.Kubeconfig, err)
+	}
+	rc.QPS, rc.Burst = defaultManagementQPS, defaultManagementBurst
+	if cfg.Management.QPS > 0 {
+		rc.QPS = cfg.Management.QPS
+	}
+	if cfg.Management.Burst > 0 {
+		rc.Burst = cfg.Management.Burst
+	}
+	return rc, nil
+}
