@@ -21,7 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 )
@@ -75,7 +75,7 @@ func run(ctx context.Context, cfg *config.AgentConfig) error {
 	}
 	log := ctrl.Log.WithName("agent").WithValues("region", cfg.Region)
 	opts.Logger, opts.Version = log, Version
-	tp, shutdown, err := telemetry.NewTracerProvider(ctx, cfg.Telemetry.Tracing, telemetry.Identity{
+	tp, shutdown, err := tracer.NewTracerProvider(ctx, cfg.Telemetry.Tracing, tracer.Identity{
 		Version: Version, Region: cfg.Region, ClusterName: cfg.Region,
 	})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -33,8 +33,8 @@ func main() {
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	// Traces go to the collector named by the standard OTEL_EXPORTER_OTLP_* variables, if any.
-	tp, shutdown, terr := telemetry.NewTracerProvider(context.Background(), config.TracingConfig{SamplingRatio: &one},
-		telemetry.Identity{ServiceName: "tenant-operator", Region: *region, ClusterName: *region})
+	tp, shutdown, terr := tracer.NewTracerProvider(context.Background(), config.TracingConfig{SamplingRatio: &one},
+		tracer.Identity{ServiceName: "tenant-operator", Region: *region, ClusterName: *region})
 	if err == nil {
 		err = terr
 	}

@@ -32,7 +32,7 @@ import (
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -78,7 +78,7 @@ func TestMain(m *testing.M) {
 	})
 	if err == nil {
 		// The operator continues traces; its spans are recorded in memory for the trace tests.
-		tp, _, _ := telemetry.NewTestTracerProvider(operatorSpans, telemetry.Identity{ServiceName: "tenant-operator", Region: "region"})
+		tp, _, _ := tracer.NewTestTracerProvider(operatorSpans, tracer.Identity{ServiceName: "tenant-operator", Region: "region"})
 		err = (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: "region",
 			Tracer: tp.Tracer("tenant-operator"), TraceAnnotation: tenantoperator.DefaultTraceAnnotation}).SetupWithManager(mgr)
 	}
@@ -258,7 +258,7 @@ func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.Tr
 	opts.TracerProvider = tp
 	shutdown := func(context.Context) error { return nil }
 	if tp == nil { // as cmd/agent does: the exporter the configuration asks for
-		if opts.TracerProvider, shutdown, err = telemetry.NewTracerProvider(context.Background(), cfg.Telemetry.Tracing, telemetry.Identity{
+		if opts.TracerProvider, shutdown, err = tracer.NewTracerProvider(context.Background(), cfg.Telemetry.Tracing, tracer.Identity{
 			Version: "test", Region: cfg.Region, ClusterName: cfg.Region,
 		}); err != nil {
 			return nil, nil, nil, err

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -47,7 +48,7 @@ func spansIn(rec *tracetest.SpanRecorder, id trace.TraceID) map[string]int {
 func TestTraceAcrossClustersRecorded(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
-	tp, _, err := telemetry.NewTestTracerProvider(rec, telemetry.Identity{Region: "region"})
+	tp, _, err := tracer.NewTestTracerProvider(rec, tracer.Identity{Region: "region"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,36 @@
+package regionsync_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestGuestImports: the library is a guest in its host's process. Its import graph holds no trace
+// exporter (the host passes its tracer provider), no kustomize and no kind (deployment tools),
+// and none of regionsync's process-only packages.
+func TestGuestImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	forbidden := []string{
+		"go.opentelemetry.io/otel/exporters/",
+		"sigs.k8s.io/kustomize/",
+		"sigs.k8s.io/kind",
+		"github.com/regionsync/regionsync/internal/telemetry/tracer",
+		"github.com/regionsync/regionsync/internal/demo",
+		"github.com/regionsync/regionsync/internal/deploy",
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 {
+		t.Fatalf("go list returned %d packages; the check would prove nothing", len(deps))
+	}
+	for _, dep := range deps {
+		for _, f := range forbidden {
+			if strings.HasPrefix(dep, f) {
+				t.Errorf("pkg/regionsync imports %s (forbidden: %s)", dep, f)
+			}
+		}
+	}
+}
