@@ -514,7 +514,7 @@ func TestLabelSelectorNeverCaches(t *testing.T) {
 	e.tenant(ns, "bronze", "Bronze", func(o *demov1alpha1.Tenant) { o.Labels = map[string]string{"tier": "bronze"} })
 	e.tenant(ns, "gold", "Gold")
 	e.waitSynced(ns, "gold")
-	keys, err := e.syncer.Engine().RemoteKeys(e.ctx, tenantGVK)
+	keys, err := e.syncer.RemoteKeys(e.ctx, tenantGVK)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,14 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -26,11 +27,30 @@ type Syncer struct {
 	leader *fleetLeader
 }
 
-// Stats are one kind's object counts by state.
-type Stats = syncer.Stats
+// Stats are one kind's object counts.
+type Stats struct {
+	// Resource is the kind's dotted name ("Tenant.demo.regionsync.dev", "ConfigMap").
+	Resource string
+	// Counts are the shard's objects by state after their last sync: Synced, Pending, Failed,
+	// Paused, Invalid.
+	Counts map[string]int
+	// DeletionsHeld is the number of local deletions the deletion budget holds back.
+	DeletionsHeld int
+	// LastSync is when the kind last wrote anything.
+	LastSync time.Time
+}
 
 // ClaimState is the shard claim as this replica sees it.
-type ClaimState = shard.ClaimState
+type ClaimState struct {
+	// Held: this replica holds the region's shard Lease on management.
+	Held bool
+	// Syncing: held, and no other live shard overlaps; this replica syncs.
+	Syncing bool
+	// Reason is a CamelCase word: Claimed, Waiting, HeldByOtherFleet, ShardOverlap.
+	Reason string
+	// Message says it for a person.
+	Message string
+}
 
 // New adds the syncer to mgr: the management session (connected lazily, retried in the
 // background), the local and management caches and their warm-up on every replica, and, on the
@@ -97,16 +117,34 @@ func (s *Syncer) Readyz() healthz.Checker {
 }
 
 // Claim returns the shard claim as this replica sees it.
-func (s *Syncer) Claim() ClaimState { return s.leader.claimState() }
+func (s *Syncer) Claim() ClaimState {
+	c := s.leader.claimState()
+	return ClaimState{Held: c.Held, Syncing: c.Syncing, Reason: c.Reason, Message: c.Message}
+}
 
 // ManagementConnected reports whether the last probe of the management cluster succeeded.
 func (s *Syncer) ManagementConnected() bool { return s.engine.ManagementConnected() }
 
 // Stats returns each kind's object counts (empty until management has been reached).
-func (s *Syncer) Stats() []Stats { return s.engine.Stats() }
+func (s *Syncer) Stats() []Stats {
+	in := s.engine.Stats()
+	out := make([]Stats, len(in))
+	for i, st := range in {
+		out[i] = Stats{Resource: st.Resource, Counts: st.Counts, DeletionsHeld: st.DeletionsHeld, LastSync: st.LastSync}
+	}
+	return out
+}
 
-// Engine is the sync engine (for regionsync's own tests and tools; not part of the stable API).
-func (s *Syncer) Engine() *syncer.Engine { return s.engine }
+// RemoteKeys lists the keys of one kind's objects in the shard as this replica's management cache
+// holds them (objects outside the label selector are never there). It returns an error wrapping
+// ErrNoManagementSession until management has been reached.
+func (s *Syncer) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([]types.NamespacedName, error) {
+	keys, err := s.engine.RemoteKeys(ctx, gvk)
+	if errors.Is(err, syncer.ErrNoSession) {
+		return nil, fmt.Errorf("%w: %w", ErrNoManagementSession, err)
+	}
+	return keys, err
+}
 
 // LocalCacheOptions are cache options for a host manager that should cache the synced kinds
 // only where they carry this region's mark (the agent binary uses them): memory then does not
