@@ -6,7 +6,7 @@ import (
 )
 
 // Keys are the annotation, label and finalizer names the agent reads and writes, all under one
-// annotation domain D (SPEC §1). With D = cloud.teleport.dev the keys and the finalizer are
+// annotation domain D (docs/design.md#annotation-keys). With D = cloud.teleport.dev the keys and the finalizer are
 // exactly gravitational/sync-controller's.
 type Keys struct {
 	// RemoteGeneration (on remote objects) is the remote metadata.generation copied down.
@@ -68,7 +68,7 @@ func (k Keys) IsPaused(annotations map[string]string) bool {
 	return strings.EqualFold(annotations[k.Paused], "true")
 }
 
-// GenerationsCurrent reports what a management controller checks (SPEC §3.5): the remote object's
+// GenerationsCurrent reports what a management controller checks (docs/design.md#generation-annotations): the remote object's
 // generation annotations say that its current generation was copied down and that the local copy
 // has the given generation, so a status reporting localGeneration as observed is current.
 func (k Keys) GenerationsCurrent(remoteAnnotations map[string]string, remoteGeneration, localGeneration int64) bool {

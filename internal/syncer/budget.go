@@ -8,7 +8,7 @@ import (
 )
 
 // DeletionBudget bounds deletions of local copies whose remote object vanished from management
-// without passing through the finalizer (SPEC §3.10): a restored etcd, a wrong kubeconfig, a
+// without passing through the finalizer (docs/design.md#deletion-budget): a restored etcd, a wrong kubeconfig, a
 // stripped finalizer. Deleting through the finalizer (the remote object is terminating) is an
 // explicit intent and never budgeted.
 type DeletionBudget struct {

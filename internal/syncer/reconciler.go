@@ -1,4 +1,4 @@
-// Package syncer is regionsync's sync engine (SPEC §2–3): one controller per configured kind keeps
+// Package syncer is regionsync's sync engine (docs/design.md#sync-rules): one controller per configured kind keeps
 // a region's local copies in sync with its shard of the management cluster.
 //
 // A reconcile is keyed by the remote object and reads both sides, then acts in a fixed order:
