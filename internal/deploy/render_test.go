@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 const regionsDir = "../../deploy/regions"
@@ -62,6 +63,20 @@ func TestAgentOverlays(t *testing.T) {
 			}
 			if !cfg.Telemetry.SecureMetrics {
 				t.Error("metrics not served securely")
+			}
+			// Management users choose namespace names: the prefix keeps them in the space the
+			// region gave them; the selector caches only this region's objects, the ones
+			// management's admission policy lets this region write.
+			if cfg.Shard.NamespacePrefix == "" {
+				t.Error("no shard.namespacePrefix")
+			}
+			if want := config.RegionLabel + "=" + region; cfg.Shard.LabelSelector != want {
+				t.Errorf("shard.labelSelector %q, want %q", cfg.Shard.LabelSelector, want)
+			}
+			for _, r := range cfg.Resources {
+				if r.Adoption != config.AdoptionRefuse || r.AllowPrivileged {
+					t.Errorf("resource %s: adoption %s, allowPrivileged %v", r.Kind, r.Adoption, r.AllowPrivileged)
+				}
 			}
 			d := Find(objs, "Deployment", "regionsync-agent")
 			if d == nil {
@@ -153,16 +168,68 @@ func TestManagementOverlays(t *testing.T) {
 	}
 }
 
-// The management base installs the Region CRD and the shared role.
+// The management base installs the Region CRD, the shared role, and the one admission policy
+// (bound, denying) that covers every kind the shared role lets regions write.
 func TestManagementBase(t *testing.T) {
 	objs, err := Render("../../deploy/kustomize/management")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if Find(objs, "CustomResourceDefinition", "regions.regionsync.dev") == nil || Find(objs, "ClusterRole", "regionsync-region") == nil {
+	role := Find(objs, "ClusterRole", "regionsync-region")
+	if Find(objs, "CustomResourceDefinition", "regions.regionsync.dev") == nil || role == nil {
 		t.Fatal("management base incomplete")
 	}
 	if Find(objs, "CustomResourceDefinition", "tenants.demo.regionsync.dev") != nil {
 		t.Fatal("the demo CRD must not be part of the management base")
+	}
+	policy := Find(objs, "ValidatingAdmissionPolicy", IsolationPolicy)
+	binding := Find(objs, "ValidatingAdmissionPolicyBinding", IsolationPolicy)
+	if policy == nil || binding == nil {
+		t.Fatalf("no admission policy %s with its binding", IsolationPolicy)
+	}
+	if policy.GetAPIVersion() != "admissionregistration.k8s.io/v1" {
+		t.Errorf("policy apiVersion %s", policy.GetAPIVersion())
+	}
+	if nested(policy, "spec", "failurePolicy") != "Fail" {
+		t.Errorf("failurePolicy %v, want Fail", nested(policy, "spec", "failurePolicy"))
+	}
+	if nested(binding, "spec", "policyName") != IsolationPolicy || !slices.Equal(nested(binding, "spec", "validationActions").([]any), []any{"Deny"}) {
+		t.Errorf("binding %v", nested(binding, "spec"))
+	}
+	if nested(binding, "spec", "paramRef") != nil || nested(binding, "spec", "matchResources") != nil {
+		t.Errorf("the binding must apply to every region, unparameterized: %v", nested(binding, "spec"))
+	}
+	matched := map[string]bool{}
+	for _, r := range nested(policy, "spec", "matchConstraints", "resourceRules").([]any) {
+		rule := r.(map[string]any)
+		if !slices.Contains(rule["operations"].([]any), any("UPDATE")) {
+			t.Errorf("rule %v does not match updates", rule)
+		}
+		for _, g := range rule["apiGroups"].([]any) {
+			for _, res := range rule["resources"].([]any) {
+				matched[g.(string)+"/"+res.(string)] = true
+			}
+		}
+	}
+	// Every resource the shared role lets a region write (but Events) is under the policy.
+	for _, r := range nested(role, "rules").([]any) {
+		rule := r.(map[string]any)
+		writes := slices.ContainsFunc(rule["verbs"].([]any), func(v any) bool { return v == "update" || v == "patch" || v == "create" })
+		for _, g := range rule["apiGroups"].([]any) {
+			for _, res := range rule["resources"].([]any) {
+				if writes && g != "events.k8s.io" && !matched[g.(string)+"/"+res.(string)] {
+					t.Errorf("%s/%s is writable by every region but not under the admission policy", g, res)
+				}
+			}
+		}
+	}
+	for _, gr := range []string{"coordination.k8s.io/leases", "regionsync.dev/regions", "regionsync.dev/regions/status", "demo.regionsync.dev/tenants/status"} {
+		if !matched[gr] {
+			t.Errorf("%s not under the admission policy", gr)
+		}
+	}
+	if mc := nested(policy, "spec", "matchConditions").([]any); len(mc) != 1 ||
+		!strings.Contains(mc[0].(map[string]any)["expression"].(string), "'"+RegionUserPrefix+"'") {
+		t.Errorf("matchConditions %v do not select the region identities (%s<region>)", mc, RegionUserPrefix)
 	}
 }
