@@ -172,7 +172,9 @@ const tenantNamespace = "tenant-acme"
 
 // regionLabels are the labels management-side tooling puts on every object meant for a region
 // (the overlays' labelSelector and the admission policy select on them).
-func regionLabels(region string) map[string]string { return map[string]string{config.RegionLabel: region} }
+func regionLabels(region string) map[string]string {
+	return map[string]string{config.RegionLabel: region}
+}
 
 // createTenant creates namespace ns on management with the region's Tenant "acme-<region>"
 // named for the shard ("acme-us-east-1" → local "acme") and labelled for the region, and the

@@ -12,7 +12,7 @@ import (
 const RegionLabel = "regionsync.dev/region"
 
 // SystemNamespaces are the regional namespaces the agent never creates, writes or deletes in,
-// whatever the shard says (SPEC: namespace scope). ProtectedNamespaces adds the agent's own
+// whatever the shard says (the namespace scope). ProtectedNamespaces adds the agent's own
 // namespace and shard.excludedNamespaces.
 var SystemNamespaces = []string{"default", "kube-node-lease", "kube-public", "kube-system"}
 

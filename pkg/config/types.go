@@ -1,4 +1,4 @@
-// Package config holds the agent's configuration file (SPEC §5): its types, strict decoding,
+// Package config holds the agent's configuration file: its types, strict decoding,
 // defaulting and validation. Nothing else in regionsync parses configuration; cmd/agent loads it
 // and hands the typed result to the components.
 package config
@@ -91,7 +91,7 @@ type ManagementConfig struct {
 	Burst int     `json:"burst,omitempty"`
 }
 
-// ShardConfig is the shard definition of SPEC §2. Empty fields are no constraint.
+// ShardConfig defines the shard and the name mapping. Empty fields are no constraint.
 type ShardConfig struct {
 	// NamespacePrefix must start every remote and local namespace of the shard.
 	NamespacePrefix string `json:"namespacePrefix,omitempty"`
@@ -143,7 +143,7 @@ type LeaderElectionConfig struct {
 }
 
 // DeletionBudgetConfig bounds deletions of local copies whose remote object vanished without
-// being deleted through the finalizer (SPEC §3.10).
+// being deleted through the finalizer.
 type DeletionBudgetConfig struct {
 	// MaxFraction of a kind's managed local objects that may be orphaned at once before
 	// deletions are held (0 < f <= 1, default 0.5).
