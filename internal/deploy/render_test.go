@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,10 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -231,5 +236,40 @@ func TestManagementBase(t *testing.T) {
 	if mc := nested(policy, "spec", "matchConditions").([]any); len(mc) != 1 ||
 		!strings.Contains(mc[0].(map[string]any)["expression"].(string), "'"+RegionUserPrefix+"'") {
 		t.Errorf("matchConditions %v do not select the region identities (%s<region>)", mc, RegionUserPrefix)
+	}
+}
+
+// The management base is accepted by a real API server, and the admission policy's expressions
+// type-check against the kinds it matches (the API server reports warnings in its status).
+func TestManagementBaseOnAPIServer(t *testing.T) {
+	objs, err := Render("../../deploy/kustomize/management")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testenv.StartT(t, "management").Cluster("management").Client
+	ctx := context.Background()
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			continue // testenv installs deploy/crds
+		}
+		if err := c.Create(ctx, o.DeepCopy()); err != nil {
+			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	policy := &unstructured.Unstructured{}
+	policy.SetAPIVersion("admissionregistration.k8s.io/v1")
+	policy.SetKind("ValidatingAdmissionPolicy")
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Name: IsolationPolicy}, policy); err != nil {
+			return false, err
+		}
+		observed, _, _ := unstructured.NestedInt64(policy.Object, "status", "observedGeneration")
+		return observed == policy.GetGeneration(), nil
+	})
+	if err != nil {
+		t.Fatalf("the policy's type checking never ran: %v", err)
+	}
+	if warnings := nested(policy, "status", "typeChecking", "expressionWarnings"); warnings != nil {
+		t.Fatalf("the policy's expressions do not type-check: %v", warnings)
 	}
 }
