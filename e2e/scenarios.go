@@ -23,6 +23,7 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // RunScenarios runs every scenario against a deployed fleet. deployCopy is a writable copy of
@@ -32,10 +33,10 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 	keys := shard.NewKeys("regionsync.dev")
 	t.Run("tenant per region flows down and its status and token come back", func(t *testing.T) {
 		for _, r := range f.Regions() {
-			createTenant(t, f, "acme", r)
+			createTenant(t, f, tenantNamespace, r)
 		}
 		for _, r := range f.Regions() {
-			waitRoundTrip(t, f, keys, "acme", r)
+			waitRoundTrip(t, f, keys, tenantNamespace, r)
 		}
 	})
 	t.Run("no secret data in logs or events", func(t *testing.T) {
@@ -52,7 +53,7 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		}
 		for _, r := range f.Regions() {
 			tok := &corev1.Secret{}
-			if err := f.Region(r).Get(ctx, client.ObjectKey{Namespace: "acme", Name: tenantoperator.TokenSecretName}, tok); err != nil {
+			if err := f.Region(r).Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: tenantoperator.TokenSecretName}, tok); err != nil {
 				t.Fatal(err)
 			}
 			value := string(tok.Data["token"])
@@ -64,7 +65,7 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 			}
 			for _, c := range []client.Client{f.Management(), f.Region(r)} {
 				evs := &eventsv1.EventList{}
-				if err := c.List(ctx, evs, client.InNamespace("acme")); err != nil {
+				if err := c.List(ctx, evs, client.InNamespace(tenantNamespace)); err != nil {
 					t.Fatal(err)
 				}
 				for _, ev := range evs.Items {
@@ -76,18 +77,18 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		}
 	})
 	t.Run("objects of one region never reach another", func(t *testing.T) {
-		// Every region holds exactly one copy in namespace acme: its own (marked for it, from its
-		// own remote object), never another region's.
+		// Every region holds exactly one copy in namespace tenant-acme: its own (marked for it,
+		// from its own remote object), never another region's.
 		for _, r := range f.Regions() {
 			list := &demov1alpha1.TenantList{}
-			if err := f.Region(r).List(ctx, list, client.InNamespace("acme")); err != nil {
+			if err := f.Region(r).List(ctx, list, client.InNamespace(tenantNamespace)); err != nil {
 				t.Fatal(err)
 			}
 			if len(list.Items) != 1 {
-				t.Fatalf("%s holds %d Tenants in acme, want its own only", r, len(list.Items))
+				t.Fatalf("%s holds %d Tenants in %s, want its own only", r, len(list.Items), tenantNamespace)
 			}
 			tn := list.Items[0]
-			if tn.Labels[keys.Region] != r || tn.Annotations[keys.RemoteUID] != string(remoteUID(t, f, "acme", r)) {
+			if tn.Labels[keys.Region] != r || tn.Annotations[keys.RemoteUID] != string(remoteUID(t, f, tenantNamespace, r)) {
 				t.Fatalf("%s's copy is marked for %q from %q", r, tn.Labels[keys.Region], tn.Annotations[keys.RemoteUID])
 			}
 		}
@@ -99,8 +100,8 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		createTenant(t, f, "after-kill", r)
-		waitRoundTrip(t, f, keys, "after-kill", r)
+		createTenant(t, f, "tenant-after-kill", r)
+		waitRoundTrip(t, f, keys, "tenant-after-kill", r)
 		t.Logf("%s: leader %s killed; the next object completed its round trip %s later", r, victim, time.Since(start).Round(10*time.Millisecond))
 	})
 	t.Run("add a region with new-region.sh", func(t *testing.T) {
@@ -115,8 +116,14 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		if err := f.AddRegion(ctx, name, deployCopy); err != nil {
 			t.Fatal(err)
 		}
-		createTenant(t, f, "acme", name)
-		waitRoundTrip(t, f, keys, "acme", name)
+		createTenant(t, f, tenantNamespace, name)
+		waitRoundTrip(t, f, keys, tenantNamespace, name)
+	})
+	t.Run("objects outside the shard's namespace prefix or region label are never claimed", func(t *testing.T) {
+		outsideShard(t, f, keys)
+	})
+	t.Run("isolation on management: a region's identity writes only its own shard", func(t *testing.T) {
+		isolation(t, f, keys)
 	})
 	t.Run("RBAC: the agent cannot read what its rules do not need", func(t *testing.T) {
 		r := f.Regions()[0]
@@ -126,15 +133,15 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		}
 		other := f.Regions()[1]
 		forbidden := map[string]error{
-			"list all secrets in the region":       local.List(ctx, &corev1.SecretList{}, client.InNamespace("acme")),
+			"list all secrets in the region":       local.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNamespace)),
 			"get a secret not named in the config": local.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "anything"}, &corev1.Secret{}),
 			"list configmaps in the region":        local.List(ctx, &corev1.ConfigMapList{}),
 			"list namespaces in the region":        local.List(ctx, &corev1.NamespaceList{}),
-			"get another region's token":           mgmt.Get(ctx, client.ObjectKey{Namespace: "acme", Name: tenantoperator.TokenSecretName + "-" + other}, &corev1.Secret{}),
+			"get another region's token":           mgmt.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: tenantoperator.TokenSecretName + "-" + other}, &corev1.Secret{}),
 			"list secrets on management":           mgmt.List(ctx, &corev1.SecretList{}),
 			"get another region's Region":          mgmt.Get(ctx, client.ObjectKey{Name: other}, &regionsyncv1alpha1.Region{}),
-			"delete a Tenant on management":        mgmt.Delete(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "acme-" + r}}),
-			"create a Tenant on management":        mgmt.Create(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "acme", Name: "forged-" + r}, Spec: demov1alpha1.TenantSpec{DisplayName: "x"}}),
+			"delete a Tenant on management":        mgmt.Delete(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "acme-" + r}}),
+			"create a Tenant on management":        mgmt.Create(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "forged-" + r}, Spec: demov1alpha1.TenantSpec{DisplayName: "x"}}),
 		}
 		for what, err := range forbidden {
 			if !apierrors.IsForbidden(err) {
@@ -145,7 +152,7 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		if err := mgmt.Get(ctx, client.ObjectKey{Name: r}, &regionsyncv1alpha1.Region{}); err != nil {
 			t.Errorf("its own Region: %v", err)
 		}
-		if err := local.Get(ctx, client.ObjectKey{Namespace: "acme", Name: tenantoperator.TokenSecretName}, &corev1.Secret{}); err != nil {
+		if err := local.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: tenantoperator.TokenSecretName}, &corev1.Secret{}); err != nil {
 			t.Errorf("its configured secret: %v", err)
 		}
 	})
@@ -159,8 +166,19 @@ func remoteUID(t *testing.T, f Fleet, ns, region string) types.UID {
 	return tn.UID
 }
 
-// createTenant creates namespace ns on management with the region's Tenant "<ns>-<region>"
-// named for the shard ("acme-us-east-1" → local "acme") and the empty token Secret it uploads to.
+// tenantNamespace is where the scenarios create their Tenants on management: inside the shipped
+// overlays' namespacePrefix ("tenant-"), so it maps to the same namespace in the region.
+const tenantNamespace = "tenant-acme"
+
+// regionLabels are the labels management-side tooling puts on every object meant for a region
+// (the overlays' labelSelector and the admission policy select on them).
+func regionLabels(region string) map[string]string {
+	return map[string]string{config.RegionLabel: region}
+}
+
+// createTenant creates namespace ns on management with the region's Tenant "acme-<region>"
+// named for the shard ("acme-us-east-1" → local "acme") and labelled for the region, and the
+// empty token Secret it uploads to.
 func createTenant(t *testing.T, f Fleet, ns, region string) {
 	t.Helper()
 	ctx := context.Background()
@@ -169,8 +187,8 @@ func createTenant(t *testing.T, f Fleet, ns, region string) {
 		t.Fatal(err)
 	}
 	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantoperator.TokenSecretName + "-" + region}},
-		&demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-" + region}, Spec: demov1alpha1.TenantSpec{DisplayName: "Acme " + region, Plan: "team"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantoperator.TokenSecretName + "-" + region, Labels: regionLabels(region)}},
+		&demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-" + region, Labels: regionLabels(region)}, Spec: demov1alpha1.TenantSpec{DisplayName: "Acme " + region, Plan: "team"}},
 	} {
 		if err := mgmt.Create(ctx, o); err != nil {
 			t.Fatal(err)

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# new-region.sh NAME [--suffix SUFFIX] — write the overlays of a new region from the template
-# (deploy/regions/.template): deploy/regions/NAME/agent (apply to the region's cluster) and
-# deploy/regions/NAME/management (apply to management). SUFFIX defaults to "-NAME".
+# new-region.sh NAME [--suffix SUFFIX] [--namespace-prefix PREFIX] — write the overlays of a new
+# region from the template (deploy/regions/.template): deploy/regions/NAME/agent (apply to the
+# region's cluster) and deploy/regions/NAME/management (apply to management). SUFFIX defaults to
+# "-NAME", PREFIX to "tenant-". The region's shard selects the label regionsync.dev/region=NAME,
+# which management's admission policy also checks (docs/security.md).
 # It refuses a NAME that is not a DNS label or that already exists, so re-running it never
 # changes an existing region.
 set -euo pipefail
-usage() { echo "usage: $0 NAME [--suffix SUFFIX]" >&2; exit 2; }
+usage() { echo "usage: $0 NAME [--suffix SUFFIX] [--namespace-prefix PREFIX]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 name=$1; shift
 suffix="-$name"
+prefix="tenant-"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--suffix) [ $# -ge 2 ] || usage; suffix=$2; shift 2 ;;
 	--suffix=*) suffix=${1#--suffix=}; shift ;;
+	--namespace-prefix) [ $# -ge 2 ] || usage; prefix=$2; shift 2 ;;
+	--namespace-prefix=*) prefix=${1#--namespace-prefix=}; shift ;;
 	*) usage ;;
 	esac
 done
@@ -22,6 +27,10 @@ if ! [[ $name =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || [ ${#name} -gt 53 ]; then
 fi
 if ! [[ $suffix =~ ^[-a-z0-9.]*[a-z0-9]$ ]]; then
 	echo "new-region: suffix '$suffix' must consist of lower case letters, digits, '-' or '.' and end with a letter or digit" >&2
+	exit 1
+fi
+if ! [[ $prefix =~ ^([a-z0-9][-a-z0-9]*)?$ ]] || [ ${#prefix} -gt 62 ]; then
+	echo "new-region: namespace prefix '$prefix' must consist of lower case letters, digits or '-', start with a letter or digit, and be shorter than 63 characters" >&2
 	exit 1
 fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,10 +43,11 @@ tmp=$(mktemp -d "$root/deploy/regions/.new-$name.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cp -R "$root/deploy/regions/.template/." "$tmp/"
 find "$tmp" -type f -print0 | while IFS= read -r -d '' f; do
-	sed -i -e "s|__REGION__|$name|g" -e "s|__SUFFIX__|$suffix|g" "$f"
+	sed -i -e "s|__REGION__|$name|g" -e "s|__SUFFIX__|$suffix|g" -e "s|__PREFIX__|$prefix|g" "$f"
 done
 mv "$tmp" "$dest"
 trap - EXIT
-echo "new-region: wrote deploy/regions/$name/{agent,management} (suffix $suffix)"
+echo "new-region: wrote deploy/regions/$name/{agent,management} (suffix $suffix, namespace prefix '$prefix', label regionsync.dev/region=$name)"
 echo "  management: kubectl apply -k deploy/regions/$name/management"
-echo "  region:     create Secret regionsync-system/regionsync-management-kubeconfig, then kubectl apply -k deploy/regions/$name/agent"
+echo "  region:     scripts/region-kubeconfig.sh $name --context MANAGEMENT > kubeconfig, store it as Secret"
+echo "              regionsync-system/regionsync-management-kubeconfig, then kubectl apply -k deploy/regions/$name/agent"

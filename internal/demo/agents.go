@@ -28,7 +28,11 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 		TypeMeta:   config.TypeMeta(),
 		Region:     region,
 		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig},
-		Shard:      config.ShardConfig{RemoteResourceSuffix: "-" + region},
+		Shard: config.ShardConfig{
+			NamespacePrefix:      "tenant-",
+			RemoteResourceSuffix: "-" + region,
+			LabelSelector:        config.RegionLabel + "=" + region,
+		},
 		Resources: []config.ResourceConfig{{
 			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant",
 			Secrets: []string{tenantoperator.TokenSecretName},

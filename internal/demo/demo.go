@@ -38,8 +38,9 @@ const Management = "management"
 // Regions of the demo fleet.
 var Regions = []string{"us-east-1", "eu-west-1"}
 
-// DemoNamespace is the management namespace holding the demo tenants.
-const DemoNamespace = "acme"
+// DemoNamespace is the management namespace holding the demo tenants; it starts with the
+// agents' shard.namespacePrefix, as in the shipped overlays.
+const DemoNamespace = "tenant-acme"
 
 // Options configures Run.
 type Options struct {
@@ -216,12 +217,14 @@ func createDemoTenants(ctx context.Context, mgmt client.Client) error {
 		return err
 	}
 	for _, region := range Regions {
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: tenantoperator.TokenSecretName + "-" + region}}
+		// Labelled for the region, as management-side tooling does: the agents select on it.
+		labels := map[string]string{config.RegionLabel: region}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: tenantoperator.TokenSecretName + "-" + region, Labels: labels}}
 		if err := mgmt.Create(ctx, secret); err != nil {
 			return err
 		}
 		t := &demov1alpha1.Tenant{
-			ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: "acme-" + region},
+			ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: "acme-" + region, Labels: labels},
 			Spec:       demov1alpha1.TenantSpec{DisplayName: "Acme Corp", Plan: "team", Replicas: 2},
 		}
 		if err := mgmt.Create(ctx, t); err != nil {

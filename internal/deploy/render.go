@@ -16,6 +16,15 @@ import (
 // AgentConfigMap is the ConfigMap holding the agent's configuration file (key config.yaml).
 const AgentConfigMap = "regionsync-agent-config"
 
+// IsolationPolicy names the management base's ValidatingAdmissionPolicy (and its binding) that
+// keeps every region's identity to its own shard.
+const IsolationPolicy = "regionsync-region-isolation"
+
+// RegionUserPrefix starts the user name of every region's identity on management: the
+// ServiceAccount regionsync-system/region-<region>. The admission policy derives the region
+// from what follows it.
+const RegionUserPrefix = "system:serviceaccount:regionsync-system:region-"
+
 // Render builds the kustomization in dir.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())

@@ -142,17 +142,10 @@ func (e *Engine) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 	return keys, nil
 }
 
-// SystemNamespaces are the region's namespaces regionsync never creates, writes or deletes in.
-var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "default"}
-
 // ProtectedNamespaces are the local namespaces of cfg's namespace scope: the system namespaces,
 // the agent's own (its leader-election namespace) and the configured exclusions.
 func ProtectedNamespaces(cfg *config.AgentConfig) sets.Set[string] {
-	s := sets.New(SystemNamespaces...)
-	if cfg.LeaderElection.Namespace != "" {
-		s.Insert(cfg.LeaderElection.Namespace)
-	}
-	return s
+	return sets.New(cfg.ProtectedNamespaces()...)
 }
 
 // Params are what NewEngine needs.

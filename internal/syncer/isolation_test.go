@@ -2,20 +2,28 @@ package syncer_test
 
 import (
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// TestNamespaceScope: a management object that maps into one of the region's system namespaces
-// or the agent's own namespace is refused with a Warning event on it, never claimed, and nothing
+// TestNamespaceScope: a management object that maps into one of the region's system namespaces,
+// the agent's own namespace or an excluded one is refused with a Warning event on it, never claimed, and nothing
 // is written in that namespace; the shard's other objects keep syncing.
 func TestNamespaceScope(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	protected := append(append([]string{}, syncer.SystemNamespaces...), e.cfg.LeaderElection.Namespace)
+	excluded := "t-excluded"
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Shard.ExcludedNamespaces = []string{excluded} }))
+	if err := e.mgmt.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: excluded}}); err != nil {
+		t.Fatal(err)
+	}
+	protected := e.cfg.ProtectedNamespaces() // system, the agent's own, the excluded one
 	for _, ns := range protected {
 		e.tenant(ns, "intruder", "takeover attempt")
 	}

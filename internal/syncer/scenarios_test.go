@@ -288,8 +288,8 @@ func TestUnmarkedAndAdoption(t *testing.T) {
 		return err1 != nil || s.Spec.DisplayName != "Local squatter" || err2 != nil
 	})
 
-	// The same situation with the default policy adopts.
-	e2 := newEnv(t)
+	// The same situation with adoption configured (opt-in) adopts.
+	e2 := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Adoption = config.AdoptionAdopt }))
 	ns2 := e2.remoteNamespace("adopt")
 	if err := e2.local.Create(e2.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns2}}); err != nil {
 		t.Fatal(err)

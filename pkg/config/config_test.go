@@ -2,10 +2,12 @@ package config
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -37,7 +39,8 @@ func TestValidFileAndDefaults(t *testing.T) {
 		"annotationDomain":            cfg.AnnotationDomain == DefaultAnnotationDomain,
 		"management.namespace":        cfg.Management.Namespace == DefaultManagementNamespace,
 		"resources[0].strategy":       r.Strategy == StrategyReplace,
-		"resources[0].adoption":       r.Adoption == AdoptionAdopt,
+		"resources[0].adoption":       r.Adoption == AdoptionRefuse,
+		"resources[0].privileged":     !r.AllowPrivileged,
 		"resources[0].propagation":    r.DeletePropagation == "Foreground",
 		"resources[0].concurrency":    r.Concurrency == DefaultConcurrency,
 		"leaderElection.enabled":      *cfg.LeaderElection.Enabled,
@@ -53,6 +56,7 @@ func TestValidFileAndDefaults(t *testing.T) {
 		"telemetry.tracing.endpoint":  cfg.Telemetry.Tracing.Endpoint == "",
 		"shard.remoteResourceSuffix":  cfg.Shard.RemoteResourceSuffix == "-eu-west-1",
 		"shard.labelSelector (empty)": cfg.Shard.LabelSelector == "",
+		"shard.excludedNamespaces":    len(cfg.Shard.ExcludedNamespaces) == 0,
 	}
 	for name, ok := range checks {
 		if !ok {
@@ -121,6 +125,20 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		"local ns suffix too long": {edit: func(m map[string]any) {
 			sub(m, "shard")["localNamespaceSuffix"] = strings.Repeat("a", 63)
 		}, want: "shard.localNamespaceSuffix: Too long"},
+		"excluded namespace not a DNS label": {edit: func(m map[string]any) {
+			sub(m, "shard")["excludedNamespaces"] = []any{"cert-manager", "Team_A"}
+		}, want: "shard.excludedNamespaces[1]: Invalid value"},
+		"excluded namespace empty": {edit: func(m map[string]any) { sub(m, "shard")["excludedNamespaces"] = []any{""} }, want: "shard.excludedNamespaces[0]: Required value"},
+		"excluded namespace twice": {edit: func(m map[string]any) {
+			sub(m, "shard")["excludedNamespaces"] = []any{"monitoring", "monitoring"}
+		}, want: "shard.excludedNamespaces[1]: Duplicate value"},
+		"allowPrivileged not a bool": {edit: func(m map[string]any) { res(m, 0)["allowPrivileged"] = "yes" }, want: "allowPrivileged"},
+		"secret even with allowPrivileged": {edit: func(m map[string]any) {
+			res(m, 0)["group"] = ""
+			res(m, 0)["version"] = "v1"
+			res(m, 0)["kind"] = "Secret"
+			res(m, 0)["allowPrivileged"] = true
+		}, want: "resources[0].kind: Forbidden: Secret cannot be synced"},
 		"bad label selector":   {edit: func(m map[string]any) { sub(m, "shard")["labelSelector"] = "a in (b" }, want: "shard.labelSelector: Invalid value"},
 		"no resources":         {edit: func(m map[string]any) { m["resources"] = []any{} }, want: "resources: Required value"},
 		"resource bad kind":    {edit: func(m map[string]any) { res(m, 1)["kind"] = "tenant" }, want: "resources[1].kind: Invalid value"},
@@ -167,6 +185,107 @@ func TestBadConfigsNameTheField(t *testing.T) {
 	}
 }
 
+// Every privileged kind is refused, naming the resource's kind and allowPrivileged fields, unless
+// the resource sets allowPrivileged: true; then it is accepted.
+func TestPrivilegedKinds(t *testing.T) {
+	n := 0
+	for group, kinds := range PrivilegedKinds {
+		for _, kind := range kinds {
+			n++
+			gk := kind + "." + group
+			if group == "" {
+				gk = kind
+			}
+			t.Run(gk, func(t *testing.T) {
+				edit := func(allow bool) []byte {
+					return mutate(t, func(m map[string]any) {
+						r := res(m, 2) // the third resource, so the error must name its index
+						r["group"], r["version"], r["kind"] = group, "v1", kind
+						if allow {
+							r["allowPrivileged"] = true
+						}
+					})
+				}
+				_, err := Parse(edit(false))
+				want := "resources[2].kind: Forbidden: " + gk + " grants privileges in the region; set resources[2].allowPrivileged: true to sync it"
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("without allowPrivileged: error %v, want it to contain %q", err, want)
+				}
+				cfg, err := Parse(edit(true))
+				if err != nil {
+					t.Fatalf("with allowPrivileged: %v", err)
+				}
+				if r := cfg.Resources[2]; !r.AllowPrivileged || r.Kind != kind || r.Group != group {
+					t.Fatalf("decoded %+v", r)
+				}
+			})
+		}
+	}
+	// The kinds issue 11 names, so that the table cannot shrink unnoticed.
+	for _, gk := range [][2]string{
+		{"rbac.authorization.k8s.io", "Role"}, {"rbac.authorization.k8s.io", "RoleBinding"},
+		{"rbac.authorization.k8s.io", "ClusterRole"}, {"rbac.authorization.k8s.io", "ClusterRoleBinding"},
+		{"", "ServiceAccount"}, {"", "PersistentVolume"},
+		{"admissionregistration.k8s.io", "ValidatingWebhookConfiguration"}, {"admissionregistration.k8s.io", "MutatingWebhookConfiguration"},
+		{"admissionregistration.k8s.io", "ValidatingAdmissionPolicy"}, {"admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"},
+		{"admissionregistration.k8s.io", "MutatingAdmissionPolicy"}, {"admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"},
+		{"apiextensions.k8s.io", "CustomResourceDefinition"}, {"apiregistration.k8s.io", "APIService"},
+		{"scheduling.k8s.io", "PriorityClass"}, {"storage.k8s.io", "StorageClass"},
+	} {
+		if !IsPrivileged(gk[0], gk[1]) {
+			t.Errorf("%s.%s is not in PrivilegedKinds", gk[1], gk[0])
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d privileged kinds", n)
+	}
+	// Ordinary kinds need no flag: a namespaced workload kind and the demo's own.
+	for _, gk := range [][2]string{{"apps", "Deployment"}, {"", "ConfigMap"}, {"demo.regionsync.dev", "Tenant"}} {
+		if IsPrivileged(gk[0], gk[1]) {
+			t.Errorf("%s.%s is privileged", gk[1], gk[0])
+		}
+	}
+}
+
+func TestProtectedNamespaces(t *testing.T) {
+	cases := map[string]struct {
+		edit func(m map[string]any)
+		want []string
+	}{
+		"defaults": {
+			edit: func(map[string]any) {},
+			want: []string{"default", "kube-node-lease", "kube-public", "kube-system", "regionsync-system"},
+		},
+		"own leader-election namespace and exclusions, sorted, once each": {
+			edit: func(m map[string]any) {
+				sub(m, "leaderElection")["namespace"] = "sync-agent"
+				sub(m, "management")["namespace"] = "mgmt-only" // on management: not protected locally
+				sub(m, "shard")["excludedNamespaces"] = []any{"monitoring", "kube-system", "cert-manager"}
+			},
+			want: []string{"cert-manager", "default", "kube-node-lease", "kube-public", "kube-system", "monitoring", "sync-agent"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := Parse(mutate(t, tc.edit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.ProtectedNamespaces(); !slices.Equal(got, tc.want) {
+				t.Fatalf("ProtectedNamespaces() = %v, want %v", got, tc.want)
+			}
+			for _, ns := range tc.want {
+				if !cfg.IsProtectedNamespace(ns) {
+					t.Errorf("%s not protected", ns)
+				}
+			}
+			if cfg.IsProtectedNamespace("tenant-acme") {
+				t.Error("tenant-acme protected")
+			}
+		})
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	_, err := Load("testdata/does-not-exist.yaml")
 	if err == nil || !os.IsNotExist(unwrapAll(err)) {
@@ -191,6 +310,8 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte("resources: [{kind: X}]"))
+	f.Add([]byte(minimal + "- {group: rbac.authorization.k8s.io, version: v1, kind: RoleBinding, allowPrivileged: true}\n"))
+	f.Add([]byte(strings.Replace(minimal, "shard: {", "shard: {excludedNamespaces: [cert-manager, monitoring], ", 1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)
 		if err != nil {
@@ -198,6 +319,28 @@ func FuzzParse(f *testing.F) {
 		}
 		if err := Validate(cfg); err != nil {
 			t.Fatalf("accepted config no longer validates: %v", err)
+		}
+		for i, r := range cfg.Resources {
+			if IsPrivileged(r.Group, r.Kind) && !r.AllowPrivileged {
+				t.Fatalf("resources[%d] %s.%s accepted without allowPrivileged", i, r.Kind, r.Group)
+			}
+			if isDenied(r.Group, r.Kind) {
+				t.Fatalf("resources[%d] %s accepted", i, r.Kind)
+			}
+			if r.Adoption != AdoptionRefuse && r.Adoption != AdoptionAdopt {
+				t.Fatalf("resources[%d] adoption %q", i, r.Adoption)
+			}
+		}
+		protected := cfg.ProtectedNamespaces()
+		for _, ns := range append(append(slices.Clone(SystemNamespaces), cfg.LeaderElection.Namespace), cfg.Shard.ExcludedNamespaces...) {
+			if !slices.Contains(protected, ns) {
+				t.Fatalf("namespace %q not protected (%v)", ns, protected)
+			}
+		}
+		for _, ns := range cfg.Shard.ExcludedNamespaces {
+			if len(validation.IsDNS1123Label(ns)) > 0 {
+				t.Fatalf("excluded namespace %q accepted", ns)
+			}
 		}
 	})
 }

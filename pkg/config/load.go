@@ -113,7 +113,7 @@ func Default(c *AgentConfig) {
 			r.Strategy = StrategyReplace
 		}
 		if r.Adoption == "" {
-			r.Adoption = AdoptionAdopt
+			r.Adoption = AdoptionRefuse
 		}
 		if r.DeletePropagation == "" {
 			r.DeletePropagation = metav1.DeletePropagationForeground
@@ -279,6 +279,15 @@ func validateShard(p *field.Path, s *ShardConfig) field.ErrorList {
 	if _, err := labels.Parse(s.LabelSelector); err != nil {
 		errs = append(errs, field.Invalid(p.Child("labelSelector"), s.LabelSelector, err.Error()))
 	}
+	seen := sets.New[string]()
+	for i, ns := range s.ExcludedNamespaces {
+		ep := p.Child("excludedNamespaces").Index(i)
+		errs = append(errs, validateDNSLabel(ep, ns)...)
+		if seen.Has(ns) {
+			errs = append(errs, field.Duplicate(ep, ns))
+		}
+		seen.Insert(ns)
+	}
 	return errs
 }
 
@@ -300,8 +309,11 @@ func validateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
 		}
 		if !kindName.MatchString(r.Kind) {
 			errs = append(errs, field.Invalid(rp.Child("kind"), r.Kind, "must be a CamelCase kind such as Tenant"))
-		} else if r.Group == "" && (r.Kind == "Namespace" || r.Kind == "Node" || r.Kind == "Secret") {
+		} else if isDenied(r.Group, r.Kind) {
 			errs = append(errs, field.Forbidden(rp.Child("kind"), r.Kind+" cannot be synced: it is cluster-scoped or carries credentials"))
+		} else if IsPrivileged(r.Group, r.Kind) && !r.AllowPrivileged {
+			errs = append(errs, field.Forbidden(rp.Child("kind"), fmt.Sprintf("%s grants privileges in the region; set %s: true to sync it",
+				strings.TrimSuffix(r.Kind+"."+r.Group, "."), rp.Child("allowPrivileged"))))
 		}
 		gk := r.Kind + "." + r.Group
 		if seen.Has(gk) {

@@ -41,13 +41,16 @@ const (
 	StrategyApply Strategy = "Apply"
 )
 
-// AdoptionPolicy says what happens to a pre-existing, unmarked local object at a mapped name.
+// AdoptionPolicy says what happens to a pre-existing, unmarked local object at a mapped name
+// (outside a namespace the agent created for that very object, whose objects are always its own).
 type AdoptionPolicy string
 
 const (
-	// AdoptionAdopt marks the object as managed and syncs it.
+	// AdoptionAdopt marks the object as managed and syncs it: a management user can then
+	// overwrite, upload the secrets of and later delete an object the region made. Opt-in.
 	AdoptionAdopt AdoptionPolicy = "Adopt"
-	// AdoptionRefuse leaves the object alone and reports an error event.
+	// AdoptionRefuse (the default) leaves the object alone, uploads none of its secrets and
+	// reports a Warning event.
 	AdoptionRefuse AdoptionPolicy = "Refuse"
 )
 
@@ -99,7 +102,11 @@ type ShardConfig struct {
 	// LocalNamespaceSuffix ends every local namespace of the shard.
 	LocalNamespaceSuffix string `json:"localNamespaceSuffix,omitempty"`
 	// LabelSelector narrows the shard server-side (objects that do not match are never cached).
+	// The shipped overlays select RegionLabel=<region>.
 	LabelSelector string `json:"labelSelector,omitempty"`
+	// ExcludedNamespaces are local namespaces the agent never creates, writes or deletes in,
+	// in addition to the built-in system namespaces (see ProtectedNamespaces).
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 }
 
 // ResourceConfig is one kind to sync.
@@ -112,8 +119,13 @@ type ResourceConfig struct {
 	Secrets []string `json:"secrets,omitempty"`
 	// Strategy is Replace (default) or Apply.
 	Strategy Strategy `json:"strategy,omitempty"`
-	// Adoption is Adopt (default) or Refuse.
+	// Adoption is Refuse (default) or Adopt.
 	Adoption AdoptionPolicy `json:"adoption,omitempty"`
+	// AllowPrivileged must be true to sync a kind that grants privileges in the region (RBAC
+	// objects, ServiceAccounts, admission configuration, CRDs, APIServices, PriorityClasses,
+	// cluster-scoped kinds): whoever may write such objects on management then holds those
+	// privileges in the region. See PrivilegedKinds.
+	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
 	// DeletePropagation is used when deleting the local object (default Foreground).
 	DeletePropagation metav1.DeletionPropagation `json:"deletePropagation,omitempty"`
 	// Concurrency is the number of parallel reconciles for this kind (default 4).

@@ -83,8 +83,12 @@ type Shard struct {
 	// LocalNamespaceSuffix ends every local namespace of the shard.
 	LocalNamespaceSuffix string
 	// LabelSelector narrows the shard server-side: objects that do not match are never sent to
-	// the region.
+	// the region (convention: regionsync.dev/region=<region>).
 	LabelSelector string
+	// ExcludedNamespaces are local namespaces nothing is ever created, written or deleted in, in
+	// addition to the system namespaces (kube-system, kube-public, kube-node-lease, default) and
+	// the fleet's own namespace. An object mapping there is refused with a Warning event.
+	ExcludedNamespaces []string
 }
 
 // Strategy says how spec is written to the local copy.
@@ -131,6 +135,10 @@ type Resource struct {
 	DeletePropagation metav1.DeletionPropagation
 	// Concurrency is the number of parallel syncs of this kind (default 4).
 	Concurrency int
+	// AllowPrivileged must be true to sync a kind that grants privileges in the region (RBAC
+	// objects, ServiceAccounts, admission webhooks and policies, CRDs, APIServices,
+	// PriorityClasses, cluster-scoped kinds); New refuses such a kind otherwise.
+	AllowPrivileged bool
 }
 
 // DeletionBudget bounds the local deletions caused by objects vanishing from management.
@@ -187,6 +195,7 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Option
 			RemoteNamespaceSuffix: cfg.Shard.RemoteNamespaceSuffix,
 			LocalNamespaceSuffix:  cfg.Shard.LocalNamespaceSuffix,
 			LabelSelector:         cfg.Shard.LabelSelector,
+			ExcludedNamespaces:    cfg.Shard.ExcludedNamespaces,
 		},
 		DeletionBudget:    DeletionBudget{MaxFraction: ptr.Deref(cfg.DeletionBudget.MaxFraction, 0), MinObjects: cfg.DeletionBudget.MinObjects},
 		ResyncPeriod:      cfg.ResyncPeriod.Duration,
@@ -204,7 +213,7 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Option
 		u.SetGroupVersionKind(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
 		o.Resources = append(o.Resources, Resource{
 			Object: u, Secrets: r.Secrets, Strategy: r.Strategy, Adoption: r.Adoption,
-			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency,
+			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,
 		})
 	}
 	return o, nil
@@ -235,6 +244,7 @@ func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[s
 			RemoteNamespaceSuffix: o.Shard.RemoteNamespaceSuffix,
 			LocalNamespaceSuffix:  o.Shard.LocalNamespaceSuffix,
 			LabelSelector:         o.Shard.LabelSelector,
+			ExcludedNamespaces:    o.Shard.ExcludedNamespaces,
 		},
 		LeaderElection: config.LeaderElectionConfig{
 			Namespace:     o.Claim.FleetNamespace,
@@ -276,7 +286,7 @@ func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[s
 		cfg.Resources = append(cfg.Resources, config.ResourceConfig{
 			Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
 			Secrets: r.Secrets, Strategy: r.Strategy, Adoption: adoption,
-			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency,
+			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,
 		})
 	}
 	config.Default(cfg)
