@@ -153,18 +153,25 @@ func printMetrics(out io.Writer, region, url string, m *AgentMetrics) error {
 	if m.LagCount == 0 {
 		fmt.Fprintf(tw, "  watch-to-write lag p50 / p99\tno writes yet\n")
 	} else {
-		fmt.Fprintf(tw, "  watch-to-write lag p50 / p99\t%s / %s  (%d writes)\n", fmtLag(m.LagP50), fmtLag(m.LagP99), m.LagCount)
+		fmt.Fprintf(tw, "  watch-to-write lag p50 / p99\t%s / %s  (%d writes; estimated from the histogram's buckets)\n", fmtLag(m.LagP50), fmtLag(m.LagP99), m.LagCount)
 	}
+	var states []string
 	for _, state := range sortedKeys(m.Objects) {
-		fmt.Fprintf(tw, "  objects %s\t%g\n", state, m.Objects[state])
+		states = append(states, fmt.Sprintf("%s %g", state, m.Objects[state]))
 	}
+	fmt.Fprintf(tw, "  objects by state\t%s\n", strings.Join(states, ", "))
 	fmt.Fprintf(tw, "  shard claimed\t%g\n", m.ShardClaimed)
 	fmt.Fprintf(tw, "  management connected\t%g\n", m.ManagementConnected)
 	return tw.Flush()
 }
 
+// fmtLag prints an estimate from histogram buckets without false precision.
 func fmtLag(d time.Duration) string {
-	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	ms := float64(d) / float64(time.Millisecond)
+	if ms < 10 {
+		return fmt.Sprintf("%.1fms", ms)
+	}
+	return fmt.Sprintf("%.0fms", ms)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

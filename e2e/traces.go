@@ -1,0 +1,121 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/otlpsink"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/internal/tenantoperator"
+)
+
+// traceNamespace holds the traced tenants on management.
+const traceNamespace = "traced"
+
+// RunTraceScenario checks what the deployed agents export to recv: for every region, a change
+// made on management under a management-side span is one trace across management, the region's
+// agent (its spans carrying cloud.region and k8s.cluster.name) and the regional controller, down
+// to the status upload.
+func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
+	ctx := context.Background()
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(recv.GRPCAddr()), otlptracegrpc.WithInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL,
+		semconv.ServiceName("e2e-management"), semconv.K8SClusterName("management"))))
+	defer func() { _ = tp.Shutdown(ctx) }()
+	tracer := tp.Tracer("e2e")
+	if err := f.Management().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: traceNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	keys := shard.NewKeys("regionsync.dev")
+	traces := map[string]trace.TraceID{}
+	parents := map[string]trace.SpanID{}
+	for _, r := range f.Regions() {
+		sctx, span := tracer.Start(ctx, "create tenant "+traceNamespace+"/acme-"+r)
+		traces[r], parents[r] = span.SpanContext().TraceID(), span.SpanContext().SpanID()
+		for _, o := range []client.Object{
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: traceNamespace, Name: tenantoperator.TokenSecretName + "-" + r}},
+			&demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: traceNamespace, Name: "acme-" + r,
+				Annotations: map[string]string{keys.TraceParent: telemetry.Traceparent(sctx)}},
+				Spec: demov1alpha1.TenantSpec{DisplayName: "Traced " + r, Plan: "team"}},
+		} {
+			if err := f.Management().Create(sctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		span.End()
+	}
+	for _, r := range f.Regions() {
+		t.Run(r, func(t *testing.T) {
+			waitRoundTrip(t, f, keys, traceNamespace, r)
+			var last string
+			err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				err := checkTrace(recv.Trace(traces[r]), r, parents[r])
+				if err != nil {
+					last = err.Error()
+				}
+				return err == nil, nil
+			})
+			var tree bytes.Buffer
+			_ = otlpsink.PrintTrace(&tree, "  ", recv.Trace(traces[r]))
+			t.Logf("%s: trace received\n%s", r, tree.String())
+			if err != nil {
+				t.Fatalf("%s: trace %s incomplete: %s", r, traces[r], last)
+			}
+		})
+	}
+}
+
+// checkTrace says what a region's trace lacks: the agent's sync span as the management span's
+// child, from a process whose resource names the region; the agent's status upload; the regional
+// controller's reconcile under one of the agent's spans.
+func checkTrace(spans []otlpsink.Span, region string, managementSpan trace.SpanID) error {
+	byID := map[trace.SpanID]otlpsink.Span{}
+	for _, s := range spans {
+		byID[s.SpanID] = s
+	}
+	if _, ok := byID[managementSpan]; !ok {
+		return fmt.Errorf("management span not received (%d spans)", len(spans))
+	}
+	var sync, upload, operator bool
+	for _, s := range spans {
+		agent := s.Resource["service.name"] == "regionsync-agent"
+		if agent && (s.Resource["cloud.region"] != region || s.Resource["k8s.cluster.name"] != region) {
+			return fmt.Errorf("agent span %q has cloud.region=%q k8s.cluster.name=%q, want %q", s.Name, s.Resource["cloud.region"], s.Resource["k8s.cluster.name"], region)
+		}
+		switch {
+		case agent && s.Name == "sync Tenant.demo.regionsync.dev" && s.ParentID == managementSpan:
+			sync = true
+		case agent && s.Name == "upload status":
+			upload = true
+		case s.Resource["service.name"] == "tenant-operator" && s.Name == "tenant-operator reconcile":
+			if p, ok := byID[s.ParentID]; ok && p.Resource["service.name"] == "regionsync-agent" {
+				operator = true
+			}
+		}
+	}
+	if !sync || !upload || !operator {
+		return fmt.Errorf("agent sync under the management span %v, status upload %v, regional controller under the agent %v (%d spans)", sync, upload, operator, len(spans))
+	}
+	return nil
+}
