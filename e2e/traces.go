@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ const traceNamespace = "traced"
 // RunTraceScenario checks what the deployed agents export to recv: for every region, a change
 // made on management under a management-side span is one trace across management, the region's
 // agent (its spans carrying cloud.region and k8s.cluster.name) and the regional controller, down
-// to the status upload.
+// to the status upload; and no span carries a token.
 func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
 	ctx := context.Background()
 	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(recv.GRPCAddr()), otlptracegrpc.WithInsecure())
@@ -84,6 +85,25 @@ func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
 			}
 		})
 	}
+	t.Run("no secret data in spans", func(t *testing.T) {
+		for _, r := range f.Regions() {
+			tok := &corev1.Secret{}
+			if err := f.Region(r).Get(ctx, client.ObjectKey{Namespace: traceNamespace, Name: tenantoperator.TokenSecretName}, tok); err != nil {
+				t.Fatal(err)
+			}
+			value := string(tok.Data["token"])
+			if len(value) < 16 {
+				t.Fatalf("%s: token too short to search for", r)
+			}
+			for _, s := range recv.Spans() {
+				for k, v := range s.Attributes {
+					if strings.Contains(v, value) {
+						t.Errorf("span %q attribute %s holds %s's token", s.Name, k, r)
+					}
+				}
+			}
+		}
+	})
 }
 
 // checkTrace says what a region's trace lacks: the agent's sync span as the management span's

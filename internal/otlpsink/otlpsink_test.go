@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -72,6 +73,7 @@ func record(ctx context.Context, mgmt, agent, operator trace.Tracer) roundTrip {
 	uctx, up := agent.Start(telemetry.ContextFromTraceparent(ctx, remoteAnnotation), "sync Tenant.demo.regionsync.dev")
 	rt.uploadSync = up.SpanContext().SpanID()
 	_, u := agent.Start(uctx, "upload status")
+	u.SetStatus(codes.Error, "the object has been modified")
 	u.End()
 	up.End()
 	return rt
@@ -159,7 +161,11 @@ func TestPrintTraceFromReceivedSpans(t *testing.T) {
 			// Every line names its process and cluster, from the resource the exporter sent.
 			for _, l := range strings.Split(out.String(), "\n") {
 				switch {
-				case strings.Contains(l, "sync Tenant"), strings.Contains(l, "upload status"):
+				case strings.Contains(l, "upload status"):
+					if !strings.HasSuffix(l, "regionsync-agent @ us-east-1  error: the object has been modified") {
+						t.Errorf("failed span without its process and error at the end: %q", l)
+					}
+				case strings.Contains(l, "sync Tenant"):
 					if !strings.Contains(l, "regionsync-agent @ us-east-1") {
 						t.Errorf("agent span without its process: %q", l)
 					}

@@ -89,8 +89,8 @@ func Processes(spans []Span) []string {
 }
 
 // PrintTrace writes one trace as a tree: a header (trace ID, span count, processes), then one line
-// per span with its duration, its start relative to the trace's first span, and the process and
-// cluster it ran in. A span that did not arrive but is named as a parent is printed as missing.
+// per span with its duration, its start relative to the trace's first span, the process and
+// cluster it ran in, and its error if its status is Error. A span that did not arrive but is named as a parent is printed as missing.
 func PrintTrace(w io.Writer, indent string, spans []Span) error {
 	if len(spans) == 0 {
 		_, err := fmt.Fprintf(w, "%s(no spans received)\n", indent)
@@ -113,12 +113,13 @@ func PrintTrace(w io.Writer, indent string, spans []Span) error {
 			fmt.Fprintf(tw, "%s%s%s%s\t%s\t%s\t%s\n", indent, prefix, branch, "<missing: span "+n.Missing.String()+" was not received>", "?", "?", "?")
 		} else {
 			s := n.Span
-			name := s.Name
+			var errText string
 			if s.Error != "" {
-				name += "  [error: " + s.Error + "]"
+				// At the end of the line, so that a long message does not widen the columns.
+				errText = "  error: " + truncate(s.Error, 120)
 			}
-			fmt.Fprintf(tw, "%s%s%s%s\t%s\t+%s\t%s @ %s\n", indent, prefix, branch, name,
-				fmtDuration(s.Duration()), fmtDuration(s.Start.Sub(first)), s.Process(), s.Cluster())
+			fmt.Fprintf(tw, "%s%s%s%s\t%s\t+%s\t%s @ %s%s\n", indent, prefix, branch, s.Name,
+				fmtDuration(s.Duration()), fmtDuration(s.Start.Sub(first)), s.Process(), s.Cluster(), errText)
 		}
 		childPrefix := prefix
 		switch branch {
@@ -152,4 +153,11 @@ func fmtDuration(d time.Duration) string {
 	default:
 		return d.Round(100 * time.Millisecond).String()
 	}
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
