@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 var one = 1.0
