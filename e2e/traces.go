@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -138,4 +141,63 @@ func checkTrace(spans []otlpsink.Span, region string, managementSpan trace.SpanI
 		return fmt.Errorf("agent sync under the management span %v, status upload %v, regional controller under the agent %v (%d spans)", sync, upload, operator, len(spans))
 	}
 	return nil
+}
+
+// withTracing points the Deployments' containers at the e2e's OTLP receiver, which the pods reach
+// through the kind network's gateway (the host, on Linux).
+func (f *KindFleet) withTracing(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if f.Traces == nil {
+		return objs, nil
+	}
+	gw, err := kindGateway()
+	if err != nil {
+		return nil, err
+	}
+	_, port, err := net.SplitHostPort(f.Traces.GRPCAddr())
+	if err != nil {
+		return nil, err
+	}
+	return withOTLPEndpoint(objs, "http://"+net.JoinHostPort(gw, port)), nil
+}
+
+// kindGateway is the IPv4 gateway of Docker's "kind" network.
+func kindGateway() (string, error) {
+	out, err := exec.Command("docker", "network", "inspect", "kind", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("docker network inspect kind: %w", err)
+	}
+	for _, gw := range strings.Fields(string(out)) {
+		if ip := net.ParseIP(gw); ip != nil && ip.To4() != nil {
+			return gw, nil
+		}
+	}
+	return "", fmt.Errorf("docker network kind has no IPv4 gateway (%q)", out)
+}
+
+// withOTLPEndpoint sets OTEL_EXPORTER_OTLP_ENDPOINT (and a 200 ms export delay) on every container
+// of every Deployment, as an operator would in a region's overlay.
+func withOTLPEndpoint(objs []*unstructured.Unstructured, endpoint string) []*unstructured.Unstructured {
+	add := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for i := range containers {
+			c := containers[i].(map[string]any)
+			env, _ := c["env"].([]any)
+			var kept []any
+			for _, e := range env {
+				if name, _ := e.(map[string]any)["name"].(string); add[name] == "" {
+					kept = append(kept, e)
+				}
+			}
+			for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_BSP_SCHEDULE_DELAY"} {
+				kept = append(kept, map[string]any{"name": name, "value": add[name]})
+			}
+			c["env"] = kept
+		}
+		_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
+	}
+	return objs
 }
