@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 
 	"github.com/regionsync/regionsync/internal/deploy"
+	"github.com/regionsync/regionsync/internal/otlpsink"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 )
@@ -134,6 +135,10 @@ type KindFleet struct {
 	DeployDir string
 	Log       func(string, ...any)
 
+	// Traces receives what the agents and tenant operators export (their Deployments get
+	// OTEL_EXPORTER_OTLP_ENDPOINT pointing at it through the kind network's gateway).
+	Traces *otlpsink.Receiver
+
 	provider *cluster.Provider
 	clients  map[string]client.Client
 	configs  map[string]*rest.Config
@@ -145,6 +150,10 @@ func StartKind(ctx context.Context, plan KindPlan, deployDir string, log func(st
 	f := &KindFleet{Plan: plan, DeployDir: deployDir, Log: log, provider: cluster.NewProvider(cluster.ProviderWithDocker()),
 		clients: map[string]client.Client{}, configs: map[string]*rest.Config{}}
 	if err := buildImage(plan.Image); err != nil {
+		return nil, err
+	}
+	var err error
+	if f.Traces, err = otlpsink.Start(otlpsink.Options{GRPCAddr: "0.0.0.0:0"}); err != nil {
 		return nil, err
 	}
 	// Steps run in order; f is returned even on failure so that Stop can delete the clusters.
@@ -197,6 +206,9 @@ func (f *KindFleet) step(ctx context.Context, s Step) error {
 		}
 		if s.Path != "crds/demo" {
 			objs = withImage(objs, f.Plan.Image)
+			if objs, err = f.withTracing(objs); err != nil {
+				return err
+			}
 		}
 		return Apply(ctx, f.clients[s.Cluster], objs)
 	case "apply-namespace":
@@ -205,7 +217,11 @@ func (f *KindFleet) step(ctx context.Context, s Step) error {
 	case "kubeconfig-secret":
 		return f.kubeconfigSecret(ctx, s.Cluster)
 	case "tenant-operator":
-		return Apply(ctx, f.clients[s.Cluster], tenantOperatorObjects(f.Plan.Image, regionOf(f.Plan, s.Cluster)))
+		objs, err := f.withTracing(tenantOperatorObjects(f.Plan.Image, regionOf(f.Plan, s.Cluster)))
+		if err != nil {
+			return err
+		}
+		return Apply(ctx, f.clients[s.Cluster], objs)
 	}
 	return fmt.Errorf("unknown step %q", s.Action)
 }
@@ -388,5 +404,8 @@ func (f *KindFleet) AgentIdentities(region string) (client.Client, client.Client
 func (f *KindFleet) Stop() {
 	for _, c := range f.Plan.Clusters {
 		_ = f.provider.Delete(c.Name, "")
+	}
+	if f.Traces != nil {
+		f.Traces.Stop()
 	}
 }

@@ -23,5 +23,6 @@ func TestKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	RunScenarios(t, f, deployCopy)
+	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Logf("kind e2e took %s", time.Since(start).Round(time.Second))
 }

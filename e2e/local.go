@@ -21,10 +21,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/deploy"
+	"github.com/regionsync/regionsync/internal/otlpsink"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Identities the overlays create: the agent's ServiceAccount in the region and the region's
@@ -42,6 +45,9 @@ type LocalFleet struct {
 	AgentBinary string
 	Dir         string
 	Log         func(string, ...any)
+	// Traces receives what the agents (through OTEL_EXPORTER_OTLP_ENDPOINT, as a Deployment would
+	// set it) and the tenant operators export.
+	Traces *otlpsink.Receiver
 
 	mgmt     *testenv.Cluster
 	fleets   []*testenv.Fleet
@@ -68,8 +74,13 @@ type localAgent struct {
 func StartLocal(ctx context.Context, agentBinary, dir, deployDir string, regions []string, log func(string, ...any)) (*LocalFleet, error) {
 	f := &LocalFleet{AgentBinary: agentBinary, Dir: dir, Log: log, regions: map[string]*localRegion{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
+	var err error
+	if f.Traces, err = otlpsink.Start(otlpsink.Options{}); err != nil {
+		return nil, err
+	}
 	fl, err := testenv.Start(ctx, append([]string{"management"}, regions...), testenv.Options{Dir: filepath.Join(dir, "clusters"), Log: log})
 	if err != nil {
+		f.Traces.Stop()
 		return nil, err
 	}
 	f.fleets = append(f.fleets, fl)
@@ -106,6 +117,7 @@ func (f *LocalFleet) Stop() {
 		for _, fl := range f.fleets {
 			_ = fl.Stop()
 		}
+		f.Traces.Stop()
 	})
 }
 
@@ -179,10 +191,21 @@ func (f *LocalFleet) startOperator(c *testenv.Cluster, region string) error {
 	if err != nil {
 		return err
 	}
-	if err := (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: region}).SetupWithManager(mgr); err != nil {
+	// The regional controller continues the trace the agent writes on the copies.
+	one := 1.0
+	tp, shutdown, err := tracer.NewTracerProvider(f.ctx, config.TracingConfig{Endpoint: f.Traces.Endpoint(), SamplingRatio: &one},
+		tracer.Identity{ServiceName: "tenant-operator", Region: region, ClusterName: region})
+	if err != nil {
 		return err
 	}
-	go func() { _ = mgr.Start(f.ctx) }()
+	if err := (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: region, Tracer: tp.Tracer("tenant-operator"),
+		TraceAnnotation: tenantoperator.DefaultTraceAnnotation}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() {
+		_ = mgr.Start(f.ctx)
+		_ = shutdown(context.Background())
+	}()
 	return nil
 }
 
@@ -192,7 +215,8 @@ func (f *LocalFleet) startAgent(name, cfgPath, kubeconfig string) (*localAgent, 
 		return nil, err
 	}
 	proc, err := testenv.StartProcess(f.AgentBinary, []string{"--config", cfgPath, "--kubeconfig", kubeconfig},
-		[]string{"POD_NAME=" + name}, logFile, func() { logFile.Close() })
+		[]string{"POD_NAME=" + name, "OTEL_EXPORTER_OTLP_ENDPOINT=" + f.Traces.Endpoint(), "OTEL_BSP_SCHEDULE_DELAY=200"},
+		logFile, func() { logFile.Close() })
 	if err != nil {
 		logFile.Close()
 		return nil, err

@@ -49,6 +49,7 @@ func TestLocal(t *testing.T) {
 	})
 	t.Logf("fleet deployed in %s", time.Since(start).Round(100*time.Millisecond))
 	RunScenarios(t, f, deployCopy)
+	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Logf("local e2e took %s", time.Since(start).Round(100*time.Millisecond))
 }
 

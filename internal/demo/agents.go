@@ -15,7 +15,8 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// agentProcess is one regionsync agent started as a separate process, as in production.
+// agentProcess is one regionsync agent or tenant operator started as a separate process, as in
+// production.
 type agentProcess struct {
 	region string
 	proc   *testenv.Process
@@ -45,8 +46,9 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 	}
 }
 
-// startAgent writes the region's configuration file and starts bin/agent with it.
-func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig) (*agentProcess, error) {
+// startAgent writes the region's configuration file and starts bin/agent with it; env adds to
+// the demo's environment (the OTLP endpoint).
+func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig, env []string) (*agentProcess, error) {
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -55,19 +57,43 @@ func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig) (*
 	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, "agent.log")
+	// POD_NAME is the replica name shown as the Region's leader.
+	return startProcess(cfg.Region, bin, filepath.Join(dir, "agent.log"),
+		[]string{"--config", cfgPath, "--kubeconfig", c.Kubeconfig}, append([]string{"POD_NAME=agent-" + cfg.Region}, env...))
+}
+
+// startOperator starts bin/tenant-operator in a region, as a regional team would run it.
+func startOperator(bin, dir string, c *testenv.Cluster, region string, env []string) (*agentProcess, error) {
+	return startProcess(region, bin, filepath.Join(dir, "tenant-operator.log"),
+		[]string{"--kubeconfig", c.Kubeconfig, "--region", region}, env)
+}
+
+func startProcess(region, bin, logPath string, args, env []string) (*agentProcess, error) {
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%w (run make build)", err)
+	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	proc, err := testenv.StartProcess(bin, []string{"--config", cfgPath, "--kubeconfig", c.Kubeconfig},
-		[]string{"POD_NAME=agent-" + cfg.Region}, // the replica name shown as the Region leader
-		logFile, func() { logFile.Close() })
+	proc, err := testenv.StartProcess(bin, args, env, logFile, func() { logFile.Close() })
 	if err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	return &agentProcess{region: cfg.Region, proc: proc, log: logPath}, nil
+	return &agentProcess{region: region, proc: proc, log: logPath}, nil
+}
+
+// tracingEnv points a child process's OTLP exporter at the demo's receiver, flushes its spans
+// every 200 ms (so that the trace is printed seconds after the round trip) and names the process
+// in its resource.
+func tracingEnv(endpoint, instance string) []string {
+	return []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint,
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + endpoint,
+		"OTEL_BSP_SCHEDULE_DELAY=200",
+		"OTEL_RESOURCE_ATTRIBUTES=service.instance.id=" + instance,
+	}
 }
 
 // stop sends SIGTERM (the agent releases its leases and exits) and waits, killing after 20s.

@@ -1,7 +1,9 @@
 // Package demo brings up a local regionsync fleet on real control planes: a management cluster
 // and two regions (each a kube-apiserver, etcd and kube-controller-manager), the demo tenant
 // operator in every region, and one regionsync agent process per region. It then creates a Tenant
-// per region on management and narrates its round trip.
+// per region on management under a span of its own, narrates the round trip, prints the trace
+// each change produced across the clusters (received by an in-process OTLP receiver the agents and
+// operators export to) and each agent's key metrics.
 package demo
 
 import (
@@ -9,24 +11,26 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -48,6 +52,8 @@ type Options struct {
 	Dir string
 	// AgentBinary is the agent executable (bin/agent).
 	AgentBinary string
+	// OperatorBinary is the tenant operator executable (bin/tenant-operator).
+	OperatorBinary string
 	// Out receives the demo's narration.
 	Out io.Writer
 	// Exit, when set, makes Run return after the round trip instead of waiting for ctx (used by
@@ -72,6 +78,33 @@ func Run(ctx context.Context, opts Options) error {
 	if _, err := os.Stat(opts.AgentBinary); err != nil {
 		return fmt.Errorf("agent binary: %w (run make build)", err)
 	}
+	// SIGUSR1 prints the metrics and traces again; until the fleet is up it is only remembered.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+
+	recv, err := startReceiver()
+	if err != nil {
+		return err
+	}
+	defer recv.Stop()
+	say("OTLP receiver: gRPC %s, HTTP %s/v1/traces (agents and tenant operators export here)", recv.GRPCAddr(), "http://"+recv.HTTPAddr())
+	if fwd := recv.Forwarder(); fwd != nil {
+		say("  and every span received is forwarded to %s (OTEL_EXPORTER_OTLP_ENDPOINT)", fwd.Endpoint())
+		defer func() {
+			recv.Stop() // flushes the forwarder
+			sent, failed, dropped, lastErr := fwd.Stats()
+			say("forwarded %d export requests to %s (%d failed, %d dropped)", sent, fwd.Endpoint(), failed, dropped)
+			if lastErr != nil {
+				say("  last forwarding error: %v", lastErr)
+			}
+		}()
+	}
+	tracer, shutdownTracer, err := newDemoTracer(ctx, recv)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdownTracer(context.Background()) }()
 	say("starting %s + %v (kube-apiserver, etcd and kube-controller-manager each) ...", Management, Regions)
 	fleet, err := testenv.Start(ctx, append([]string{Management}, Regions...), testenv.Options{Dir: dir, Log: func(f string, a ...any) { say("  "+f, a...) }})
 	if err != nil {
@@ -79,7 +112,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	var agents []*agentProcess
 	defer func() {
-		say("stopping agents (SIGTERM) and the fleet ...")
+		say("stopping agents and tenant operators (SIGTERM) and the fleet ...")
 		for _, a := range agents {
 			a.stop()
 		}
@@ -89,47 +122,76 @@ func Run(ctx context.Context, opts Options) error {
 		say("stopped; nothing left running.")
 	}()
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, len(Regions))
 	mgmt := fleet.Cluster(Management)
 	if err := prepareManagement(ctx, mgmt.Client); err != nil {
 		return err
 	}
 	for i, region := range Regions {
 		c := fleet.Cluster(region)
-		if err := startOperator(runCtx, c, region, errc); err != nil {
-			return err
+		op, err := startOperator(opts.OperatorBinary, filepath.Join(dir, region), c, region, tracingEnv(recv.Endpoint(), "tenant-operator-"+region))
+		if err != nil {
+			return fmt.Errorf("tenant operator: %w", err)
 		}
+		agents = append(agents, op)
 		// The agents elect a leader through a Lease in this namespace.
 		if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultLeaderNamespace}}); err != nil {
 			return err
 		}
-		a, err := startAgent(opts.AgentBinary, filepath.Join(dir, region), c, agentConfig(region, i, mgmt.Kubeconfig))
+		a, err := startAgent(opts.AgentBinary, filepath.Join(dir, region), c, agentConfig(region, i, mgmt.Kubeconfig), tracingEnv(recv.Endpoint(), "agent-"+region))
 		if err != nil {
 			return err
 		}
 		agents = append(agents, a)
-		say("%s: tenant operator running; agent started (config %s, log %s)", region, filepath.Join(dir, region, "agent.yaml"), a.log)
+		say("%s: tenant operator started (log %s); agent started (config %s, log %s)", region, op.log, filepath.Join(dir, region, "agent.yaml"), a.log)
+	}
+	exited := func() {
+		for _, a := range agents {
+			if a.exited() {
+				say("a process of %s exited; see %s", a.region, a.log)
+			}
+		}
 	}
 
 	say("")
-	say("creating on management, namespace %s: one Tenant per region (acme-<region>) and the empty", DemoNamespace)
-	say("secrets tenant-token-<region> their tokens are uploaded to ...")
-	if err := createDemoTenants(ctx, mgmt.Client); err != nil {
+	say("creating on management, namespace %s: one Tenant per region (acme-<region>), each under a", DemoNamespace)
+	say("span of the demo's whose context it carries in %s, and the empty secrets", tenantoperator.DefaultTraceAnnotation)
+	say("tenant-token-<region> their tokens are uploaded to ...")
+	traces, err := createDemoTenants(ctx, mgmt.Client, tracer)
+	if err != nil {
 		return err
 	}
 	keys := shard.NewKeys(config.DefaultAnnotationDomain)
 	for _, region := range Regions {
 		if err := showRoundTrip(ctx, say, mgmt.Client, fleet.Cluster(region).Client, region, keys); err != nil {
-			for _, a := range agents {
-				if a.exited() {
-					say("agent of %s exited; see %s", a.region, a.log)
-				}
-			}
+			exited()
 			return err
 		}
 	}
+	showTraces := func() error {
+		for _, region := range Regions {
+			say("")
+			if err := printTrace(opts.Out, region, waitTrace(ctx, recv, traces[region], 20*time.Second)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	showMetrics := func() {
+		for i, region := range Regions {
+			say("")
+			url := "http://" + agentConfig(region, i, "").Telemetry.MetricsAddr + "/metrics"
+			m, err := ScrapeAgent(ctx, url)
+			if err != nil {
+				say("%s: agent metrics: %v", region, err)
+				continue
+			}
+			_ = printMetrics(opts.Out, region, url, m)
+		}
+	}
+	if err := showTraces(); err != nil {
+		return err
+	}
+	showMetrics()
 
 	say("")
 	say("kubectl get regions (on management):")
@@ -155,30 +217,28 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Exit {
 		return nil
 	}
+	say("")
+	say("kill -USR1 %d prints the traces (with any spans that arrived since) and the metrics again.", os.Getpid())
 	say("press Ctrl-C to tear everything down.")
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		return fmt.Errorf("tenant operator stopped: %w", err)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-usr1:
+			if err := showTraces(); err != nil {
+				return err
+			}
+			showMetrics()
+		case <-tick.C:
+			for _, a := range agents {
+				if a.exited() {
+					return fmt.Errorf("a process of %s exited; see %s", a.region, a.log)
+				}
+			}
+		}
 	}
-	return nil
-}
-
-func startOperator(ctx context.Context, c *testenv.Cluster, region string, errc chan<- error) error {
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
-		Scheme:  scheme.New(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		// One operator per region in one process: same controller name, distinct managers.
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return err
-	}
-	if err := (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: region}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	go func() { errc <- mgr.Start(ctx) }()
-	return nil
 }
 
 // prepareManagement creates what the operator sets up on management before adding regions: the
@@ -212,26 +272,41 @@ func waitRegionsReady(ctx context.Context, mgmt client.Client) error {
 	})
 }
 
-func createDemoTenants(ctx context.Context, mgmt client.Client) error {
+// createDemoTenants creates each region's Tenant (and the secret its token goes to) as a
+// management controller would: under a span whose W3C context the Tenant carries in
+// D/traceparent. It returns each region's trace ID.
+func createDemoTenants(ctx context.Context, mgmt client.Client, tracer trace.Tracer) (map[string]trace.TraceID, error) {
 	if err := mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+		return nil, err
 	}
+	traces := map[string]trace.TraceID{}
 	for _, region := range Regions {
 		// Labelled for the region, as management-side tooling does: the agents select on it.
 		labels := map[string]string{config.RegionLabel: region}
+		name := "acme-" + region
+		sctx, span := tracer.Start(ctx, "create tenant "+DemoNamespace+"/"+name, trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.String("regionsync.remote", DemoNamespace+"/"+name)))
+		traces[region] = span.SpanContext().TraceID()
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: tenantoperator.TokenSecretName + "-" + region, Labels: labels}}
-		if err := mgmt.Create(ctx, secret); err != nil {
-			return err
+		err := mgmt.Create(sctx, secret)
+		if err == nil {
+			t := &demov1alpha1.Tenant{
+				ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: name, Labels: labels,
+					Annotations: map[string]string{tenantoperator.DefaultTraceAnnotation: telemetry.Traceparent(sctx)}},
+				Spec: demov1alpha1.TenantSpec{DisplayName: "Acme Corp", Plan: "team", Replicas: 2},
+			}
+			err = mgmt.Create(sctx, t)
 		}
-		t := &demov1alpha1.Tenant{
-			ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: "acme-" + region, Labels: labels},
-			Spec:       demov1alpha1.TenantSpec{DisplayName: "Acme Corp", Plan: "team", Replicas: 2},
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
 		}
-		if err := mgmt.Create(ctx, t); err != nil {
-			return err
+		span.End()
+		if err != nil {
+			return nil, fmt.Errorf("creating tenant %s/%s: %w", DemoNamespace, name, err)
 		}
 	}
-	return nil
+	return traces, nil
 }
 
 // showRoundTrip waits for a region's Tenant to be copied down, reconciled by the tenant operator,

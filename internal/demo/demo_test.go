@@ -5,6 +5,8 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +22,17 @@ func TestDemoRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "agent")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/agent")
+	bins := t.TempDir()
+	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/agent", "./cmd/tenant-operator")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
+		t.Fatalf("building the agent and the tenant operator: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	err = demo.Run(ctx, demo.Options{Dir: filepath.Join(t.TempDir(), "demo"), AgentBinary: bin, Out: &out, Exit: true})
+	err = demo.Run(ctx, demo.Options{Dir: filepath.Join(t.TempDir(), "demo"), AgentBinary: filepath.Join(bins, "agent"),
+		OperatorBinary: filepath.Join(bins, "tenant-operator"), Out: &out, Exit: true})
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +45,52 @@ func TestDemoRoundTrip(t *testing.T) {
 	if !strings.Contains(out.String(), "READY") || strings.Count(out.String(), "   True   ") < len(demo.Regions) {
 		t.Error("regions table missing or a region not ready")
 	}
+	// Per region, the trace printed from the spans received: the demo's change, the agent's sync
+	// and writes, the tenant operator's reconcile, the status upload, from three processes.
+	for _, region := range demo.Regions {
+		section := between(out.String(), region+": the trace of this change", region+": agent metrics")
+		m := regexp.MustCompile(`trace ([0-9a-f]{32}): (\d+) spans from (\d+) processes`).FindStringSubmatch(section)
+		if m == nil {
+			t.Errorf("%s: no trace printed", region)
+			continue
+		}
+		if n, _ := strconv.Atoi(m[3]); n < 3 {
+			t.Errorf("%s: trace %s has spans from %d processes, want at least 3", region, m[1], n)
+		}
+		for _, want := range []string{
+			"create tenant acme/acme-" + region, "regionsync-demo/demo @ management",
+			"└─ sync Tenant.demo.regionsync.dev", "create local", "regionsync-agent",
+			"tenant-operator reconcile", "tenant-operator", "upload status",
+		} {
+			if !strings.Contains(section, want) {
+				t.Errorf("%s: trace tree lacks %q", region, want)
+			}
+		}
+		if strings.Contains(section, "<missing") {
+			t.Errorf("%s: a span of the trace did not arrive", region)
+		}
+		metrics := between(out.String(), region+": agent metrics", "kubectl get regions")
+		for _, want := range []string{`syncs written\s+\d+\s+\(.*claim 1`, `watch-to-write lag p50 / p99\s+[0-9.]+ms / [0-9.]+ms`,
+			`objects by state\s+.*synced 1`, `shard claimed\s+1\n`, `management connected\s+1\n`} {
+			if !regexp.MustCompile(want).MatchString(metrics) {
+				t.Errorf("%s: metrics table lacks %q:\n%s", region, want, metrics)
+			}
+		}
+	}
 	if !strings.Contains(out.String(), "stopped; nothing left running.") {
 		t.Error("demo did not report its teardown")
 	}
+}
+
+// between returns the text from the first from to the next to after it (or the end).
+func between(s, from, to string) string {
+	i := strings.Index(s, from)
+	if i < 0 {
+		return ""
+	}
+	s = s[i:]
+	if j := strings.Index(s[len(from):], to); j >= 0 {
+		return s[:len(from)+j]
+	}
+	return s
 }

@@ -1,0 +1,203 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/otlpsink"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/internal/tenantoperator"
+)
+
+// traceNamespace holds the traced tenants on management.
+const traceNamespace = "traced"
+
+// RunTraceScenario checks what the deployed agents export to recv: for every region, a change
+// made on management under a management-side span is one trace across management, the region's
+// agent (its spans carrying cloud.region and k8s.cluster.name) and the regional controller, down
+// to the status upload; and no span carries a token.
+func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
+	ctx := context.Background()
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(recv.GRPCAddr()), otlptracegrpc.WithInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL,
+		semconv.ServiceName("e2e-management"), semconv.K8SClusterName("management"))))
+	defer func() { _ = tp.Shutdown(ctx) }()
+	tracer := tp.Tracer("e2e")
+	if err := f.Management().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: traceNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	keys := shard.NewKeys("regionsync.dev")
+	traces := map[string]trace.TraceID{}
+	parents := map[string]trace.SpanID{}
+	for _, r := range f.Regions() {
+		sctx, span := tracer.Start(ctx, "create tenant "+traceNamespace+"/acme-"+r)
+		traces[r], parents[r] = span.SpanContext().TraceID(), span.SpanContext().SpanID()
+		for _, o := range []client.Object{
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: traceNamespace, Name: tenantoperator.TokenSecretName + "-" + r}},
+			&demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: traceNamespace, Name: "acme-" + r,
+				Annotations: map[string]string{keys.TraceParent: telemetry.Traceparent(sctx)}},
+				Spec: demov1alpha1.TenantSpec{DisplayName: "Traced " + r, Plan: "team"}},
+		} {
+			if err := f.Management().Create(sctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		span.End()
+	}
+	for _, r := range f.Regions() {
+		t.Run(r, func(t *testing.T) {
+			waitRoundTrip(t, f, keys, traceNamespace, r)
+			var last string
+			err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				err := checkTrace(recv.Trace(traces[r]), r, parents[r])
+				if err != nil {
+					last = err.Error()
+				}
+				return err == nil, nil
+			})
+			var tree bytes.Buffer
+			_ = otlpsink.PrintTrace(&tree, "  ", recv.Trace(traces[r]))
+			t.Logf("%s: trace received\n%s", r, tree.String())
+			if err != nil {
+				t.Fatalf("%s: trace %s incomplete: %s", r, traces[r], last)
+			}
+		})
+	}
+	t.Run("no secret data in spans", func(t *testing.T) {
+		for _, r := range f.Regions() {
+			tok := &corev1.Secret{}
+			if err := f.Region(r).Get(ctx, client.ObjectKey{Namespace: traceNamespace, Name: tenantoperator.TokenSecretName}, tok); err != nil {
+				t.Fatal(err)
+			}
+			value := string(tok.Data["token"])
+			if len(value) < 16 {
+				t.Fatalf("%s: token too short to search for", r)
+			}
+			for _, s := range recv.Spans() {
+				for k, v := range s.Attributes {
+					if strings.Contains(v, value) {
+						t.Errorf("span %q attribute %s holds %s's token", s.Name, k, r)
+					}
+				}
+			}
+		}
+	})
+}
+
+// checkTrace says what a region's trace lacks: the agent's sync span as the management span's
+// child, from a process whose resource names the region; the agent's status upload; the regional
+// controller's reconcile under one of the agent's spans.
+func checkTrace(spans []otlpsink.Span, region string, managementSpan trace.SpanID) error {
+	byID := map[trace.SpanID]otlpsink.Span{}
+	for _, s := range spans {
+		byID[s.SpanID] = s
+	}
+	if _, ok := byID[managementSpan]; !ok {
+		return fmt.Errorf("management span not received (%d spans)", len(spans))
+	}
+	var sync, upload, operator bool
+	for _, s := range spans {
+		agent := s.Resource["service.name"] == "regionsync-agent"
+		if agent && (s.Resource["cloud.region"] != region || s.Resource["k8s.cluster.name"] != region) {
+			return fmt.Errorf("agent span %q has cloud.region=%q k8s.cluster.name=%q, want %q", s.Name, s.Resource["cloud.region"], s.Resource["k8s.cluster.name"], region)
+		}
+		switch {
+		case agent && s.Name == "sync Tenant.demo.regionsync.dev" && s.ParentID == managementSpan:
+			sync = true
+		case agent && s.Name == "upload status":
+			upload = true
+		case s.Resource["service.name"] == "tenant-operator" && s.Name == "tenant-operator reconcile":
+			if p, ok := byID[s.ParentID]; ok && p.Resource["service.name"] == "regionsync-agent" {
+				operator = true
+			}
+		}
+	}
+	if !sync || !upload || !operator {
+		return fmt.Errorf("agent sync under the management span %v, status upload %v, regional controller under the agent %v (%d spans)", sync, upload, operator, len(spans))
+	}
+	return nil
+}
+
+// withTracing points the Deployments' containers at the e2e's OTLP receiver, which the pods reach
+// through the kind network's gateway (the host, on Linux).
+func (f *KindFleet) withTracing(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if f.Traces == nil {
+		return objs, nil
+	}
+	gw, err := kindGateway()
+	if err != nil {
+		return nil, err
+	}
+	_, port, err := net.SplitHostPort(f.Traces.GRPCAddr())
+	if err != nil {
+		return nil, err
+	}
+	return withOTLPEndpoint(objs, "http://"+net.JoinHostPort(gw, port)), nil
+}
+
+// kindGateway is the IPv4 gateway of Docker's "kind" network.
+func kindGateway() (string, error) {
+	out, err := exec.Command("docker", "network", "inspect", "kind", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("docker network inspect kind: %w", err)
+	}
+	for _, gw := range strings.Fields(string(out)) {
+		if ip := net.ParseIP(gw); ip != nil && ip.To4() != nil {
+			return gw, nil
+		}
+	}
+	return "", fmt.Errorf("docker network kind has no IPv4 gateway (%q)", out)
+}
+
+// withOTLPEndpoint sets OTEL_EXPORTER_OTLP_ENDPOINT (and a 200 ms export delay) on every container
+// of every Deployment, as an operator would in a region's overlay.
+func withOTLPEndpoint(objs []*unstructured.Unstructured, endpoint string) []*unstructured.Unstructured {
+	add := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for i := range containers {
+			c := containers[i].(map[string]any)
+			env, _ := c["env"].([]any)
+			var kept []any
+			for _, e := range env {
+				if name, _ := e.(map[string]any)["name"].(string); add[name] == "" {
+					kept = append(kept, e)
+				}
+			}
+			for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_BSP_SCHEDULE_DELAY"} {
+				kept = append(kept, map[string]any{"name": name, "value": add[name]})
+			}
+			c["env"] = kept
+		}
+		_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
+	}
+	return objs
+}
