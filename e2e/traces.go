@@ -32,7 +32,7 @@ import (
 )
 
 // traceNamespace holds the traced tenants on management.
-const traceNamespace = "traced"
+const traceNamespace = "tenant-traced" // inside the overlays' namespacePrefix
 
 // RunTraceScenario checks what the deployed agents export to recv: for every region, a change
 // made on management under a management-side span is one trace across management, the region's
@@ -58,8 +58,8 @@ func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
 		sctx, span := tracer.Start(ctx, "create tenant "+traceNamespace+"/acme-"+r)
 		traces[r], parents[r] = span.SpanContext().TraceID(), span.SpanContext().SpanID()
 		for _, o := range []client.Object{
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: traceNamespace, Name: tenantoperator.TokenSecretName + "-" + r}},
-			&demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: traceNamespace, Name: "acme-" + r,
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: traceNamespace, Name: tenantoperator.TokenSecretName + "-" + r, Labels: regionLabels(r)}},
+			&demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: traceNamespace, Name: "acme-" + r, Labels: regionLabels(r),
 				Annotations: map[string]string{keys.TraceParent: telemetry.Traceparent(sctx)}},
 				Spec: demov1alpha1.TenantSpec{DisplayName: "Traced " + r, Plan: "team"}},
 		} {

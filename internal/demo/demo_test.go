@@ -58,7 +58,7 @@ func TestDemoRoundTrip(t *testing.T) {
 			t.Errorf("%s: trace %s has spans from %d processes, want at least 3", region, m[1], n)
 		}
 		for _, want := range []string{
-			"create tenant acme/acme-" + region, "regionsync-demo/demo @ management",
+			"create tenant " + demo.DemoNamespace + "/acme-" + region, "regionsync-demo/demo @ management",
 			"└─ sync Tenant.demo.regionsync.dev", "create local", "regionsync-agent",
 			"tenant-operator reconcile", "tenant-operator", "upload status",
 		} {
