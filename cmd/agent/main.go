@@ -1,4 +1,10 @@
-// Command agent is regionsync's regional agent. It parses its flags and configuration file,
+// Command agent is regionsync's regional agent.
+//
+//	agent --config F [--check-config]      run the agent (or only validate F)
+//	agent decommission --config F [...]    release the region's claim on management (see
+//	                                       decommission.go and docs/operations.md)
+//
+// The agent parses its flags and configuration file,
 // builds a controller manager for the local cluster (in-cluster config, --kubeconfig or
 // KUBECONFIG) and adds regionsync to it through the public package pkg/regionsync, exactly as a
 // host controller manager embeds it. Everything but process concerns lives in the configuration
@@ -9,12 +15,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -30,6 +39,9 @@ import (
 var Version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "decommission" {
+		os.Exit(decommission(ctrl.SetupSignalHandler(), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	configPath := flag.String("config", "", "path of the AgentConfig file (required)")
 	checkOnly := flag.Bool("check-config", false, "validate the configuration file and exit")
 	// --kubeconfig (the local cluster) is registered by controller-runtime's config package.
@@ -127,4 +139,117 @@ func run(ctx context.Context, cfg *config.AgentConfig) error {
 	}
 	log.Info("starting regionsync agent", "version", Version, "resources", len(cfg.Resources))
 	return mgr.Start(ctx)
+}
+
+// decommission runs "agent decommission": it parses the subcommand's flags, loads the
+// configuration as the agent does (the management kubeconfig is the region's identity) and
+// runs regionsync.Decommission, printing what it did. It returns the exit code: 2 for usage
+// errors, 1 for failures.
+func decommission(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent decommission", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "path of the region's AgentConfig file (required)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the regional cluster (default: in-cluster config or KUBECONFIG)")
+	managementKubeconfig := fs.String("management-kubeconfig", "", "kubeconfig of the management cluster, instead of the configuration's management.kubeconfig (the region's identity)")
+	deleteCopies := fs.Bool("delete-copies", false, "delete the region's local copies first; release an object's finalizer once its copy is gone")
+	dryRun := fs.Bool("dry-run", false, "report what would be done; write nothing")
+	force := fs.Bool("force", false, "proceed although a live replica holds the region's shard Lease")
+	outOfShard := fs.Bool("out-of-shard-only", false, "release only objects that left the shard; keep the shard Lease (the agent may keep running)")
+	withoutRegion := fs.Bool("without-region", false, "the regional cluster is gone: release finalizers on management only")
+	timeout := fs.Duration("timeout", regionsync.DefaultDecommissionTimeout, "how long to wait for deleted copies to be gone")
+	zapOpts := zap.Options{DestWriter: stderr}
+	zapOpts.BindFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: agent decommission --config F [--delete-copies] [--dry-run] [--force] [--out-of-shard-only] [--without-region] [--kubeconfig K] [--management-kubeconfig M] [--timeout D]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	klog.SetLogger(ctrl.Log.WithName("client-go"))
+	usage := func(msg string) int {
+		fmt.Fprintln(stderr, "agent decommission:", msg)
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usage(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	case *configPath == "":
+		return usage("--config is required")
+	case *withoutRegion && (*deleteCopies || *outOfShard || *kubeconfig != ""):
+		return usage("--without-region excludes --delete-copies, --out-of-shard-only and --kubeconfig (they need the regional cluster)")
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "agent decommission:", err)
+		return 1
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return fail(err)
+	}
+	if *managementKubeconfig != "" {
+		cfg.Management.Kubeconfig = *managementKubeconfig
+	}
+	management, err := regionsync.ManagementConfig(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	opts, err := regionsync.OptionsFromConfig(cfg, management)
+	if err != nil {
+		return fail(err)
+	}
+	var local client.Client
+	if !*withoutRegion {
+		rc, err := ctrl.GetConfig()
+		if *kubeconfig != "" {
+			rc, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("regional cluster (or pass --without-region): %w", err))
+		}
+		if local, err = client.New(rc, client.Options{Scheme: scheme.New()}); err != nil {
+			return fail(fmt.Errorf("regional cluster: %w", err))
+		}
+	}
+	report, err := regionsync.Decommission(ctx, opts, local, regionsync.DecommissionOptions{
+		DeleteCopies: *deleteCopies, DryRun: *dryRun, Force: *force, OutOfShardOnly: *outOfShard, Timeout: *timeout,
+		Logger: ctrl.Log.WithName("decommission"),
+	})
+	printDecommission(stdout, cfg, report)
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// printDecommission prints a decommission report, one line per object, then a summary.
+func printDecommission(w io.Writer, cfg *config.AgentConfig, r regionsync.DecommissionReport) {
+	verb, deleted := "released", "deleted"
+	if r.DryRun {
+		verb, deleted = "would release", "would be deleted"
+		fmt.Fprintf(w, "region %s: dry run, nothing written\n", cfg.Region)
+	}
+	describe := func(o regionsync.ReleasedObject) string {
+		s := o.Resource + " " + o.Remote.String()
+		if o.OutOfShard {
+			s += " (left the shard)"
+		}
+		if o.Deleted != "" {
+			s += fmt.Sprintf(": local %s of %s %s", o.Deleted, o.Local, deleted)
+		}
+		return s
+	}
+	for _, o := range r.Released {
+		fmt.Fprintf(w, "%s %s\n", verb, describe(o))
+	}
+	for _, o := range r.Skipped {
+		fmt.Fprintf(w, "kept    %s: %s\n", describe(o), o.Reason)
+	}
+	lease := "kept"
+	if r.LeaseDeleted {
+		lease = deleted
+	}
+	fmt.Fprintf(w, "region %s: %d object(s) %s, %d kept; %d local copies and %d namespaces %s; shard Lease %s/region-%s %s\n",
+		cfg.Region, len(r.Released), verb, len(r.Skipped), r.CopiesDeleted, r.NamespacesDeleted, deleted, cfg.Management.Namespace, cfg.Region, lease)
 }

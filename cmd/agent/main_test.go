@@ -44,3 +44,38 @@ func TestAgentConfigErrors(t *testing.T) {
 		t.Fatalf("valid config: %v\n%s", err, out)
 	}
 }
+
+// "agent decommission" parses its own flags: usage errors exit 2 and say what is wrong; a valid
+// invocation loads the configuration as the agent does (here its management kubeconfig does not
+// exist, so it fails, exit 1, naming it).
+func TestAgentDecommissionFlags(t *testing.T) {
+	const valid = "../../pkg/config/testdata/valid.yaml"
+	cases := map[string]struct {
+		args []string
+		code int
+		want string
+	}{
+		"no config":          {[]string{"decommission", "--dry-run"}, 2, "--config is required"},
+		"unknown flag":       {[]string{"decommission", "--config", valid, "--delete-copy"}, 2, "flag provided but not defined: -delete-copy"},
+		"argument":           {[]string{"decommission", "--config", valid, "us-east-1"}, 2, `unexpected argument "us-east-1"`},
+		"region gone copies": {[]string{"decommission", "--config", valid, "--without-region", "--delete-copies"}, 2, "--without-region excludes --delete-copies"},
+		"bad config":         {[]string{"decommission", "--config", "/nonexistent.yaml"}, 1, "/nonexistent.yaml"},
+		"valid":              {[]string{"decommission", "--config", valid, "--without-region", "--dry-run", "--force", "--timeout", "10s"}, 1, "management.kubeconfig /etc/regionsync/management/kubeconfig"},
+		"admin kubeconfig":   {[]string{"decommission", "--config", valid, "--management-kubeconfig", "/admin.kubeconfig", "--out-of-shard-only"}, 1, "management.kubeconfig /admin.kubeconfig"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := exec.Command(agentBin, tc.args...).CombinedOutput()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("exit %d, output %q; want exit %d naming %q", code, out, tc.code, tc.want)
+			}
+		})
+	}
+}

@@ -44,6 +44,13 @@
 // registers its metrics (prefix regionsync_) in controller-runtime's registry, which the
 // manager serves.
 //
+// # Decommissioning
+//
+// Decommission releases a region's claim on management when the region is removed (and, with
+// DecommissionOptions.OutOfShardOnly, the finalizers of objects that left a running region's
+// shard): the finalizers, optionally the local copies first, and the shard Lease. The agent
+// binary runs it as "agent decommission".
+//
 // The sync rules, the shard mapping, the safety model and the health model are described in
 // docs/design.md; the configuration file in docs/configuration.md.
 package regionsync
