@@ -28,7 +28,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 )
 
 // KindPrefix starts the name of every kind cluster the provider creates.
@@ -360,10 +360,10 @@ func (f *KindFleet) AddRegion(ctx context.Context, name, deployDir string) error
 // KillLeader implements Fleet: the pod named on the shard Lease is deleted without grace.
 func (f *KindFleet) KillLeader(ctx context.Context, region string) (string, error) {
 	lease := &coordinationv1.Lease{}
-	if err := f.Management().Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: shard.LeaseName(region)}, lease); err != nil {
+	if err := f.Management().Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, lease); err != nil {
 		return "", err
 	}
-	holder := lease.Annotations[shard.HolderAnnotation]
+	holder := lease.Annotations[claim.HolderAnnotation]
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: holder}}
 	return holder, f.Region(region).Delete(ctx, pod, client.GracePeriodSeconds(0))
 }

@@ -22,7 +22,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
 )
@@ -233,10 +233,10 @@ func (f *LocalFleet) AddRegion(ctx context.Context, name, deployDir string) erro
 // new replica replaces it (as a Deployment would).
 func (f *LocalFleet) KillLeader(ctx context.Context, region string) (string, error) {
 	lease := &coordinationv1.Lease{}
-	if err := f.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: shard.LeaseName(region)}, lease); err != nil {
+	if err := f.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, lease); err != nil {
 		return "", err
 	}
-	holder := lease.Annotations[shard.HolderAnnotation]
+	holder := lease.Annotations[claim.HolderAnnotation]
 	f.mu.Lock()
 	r := f.regions[region]
 	f.mu.Unlock()

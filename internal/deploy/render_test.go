@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 )
 
 const regionsDir = "../../deploy/regions"
@@ -146,7 +146,7 @@ func TestManagementOverlays(t *testing.T) {
 				t.Errorf("region status names %v", got)
 			}
 			lease := Find(objs, "Role", "regionsync-region-"+region+"-lease")
-			if lease == nil || nested(lease, "rules").([]any)[0].(map[string]any)["resourceNames"].([]any)[0] != shard.LeaseName(region) {
+			if lease == nil || nested(lease, "rules").([]any)[0].(map[string]any)["resourceNames"].([]any)[0] != claim.LeaseName(region) {
 				t.Errorf("lease role %v", lease)
 			}
 		})

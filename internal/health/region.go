@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
 )
 
@@ -33,7 +33,7 @@ func ClusterID(ctx context.Context, c client.Reader) (string, error) {
 // Sources are what the reporter reads the region's health from.
 type Sources struct {
 	ManagementConnected func() bool
-	Claim               func() shard.ClaimState
+	Claim               func() claim.State
 	Stats               func() []syncer.Stats
 	// LocalReady reports whether the local caches are synced.
 	LocalReady func() bool

@@ -17,6 +17,7 @@ import (
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -36,7 +37,7 @@ type fleetLeader struct {
 	version string
 	// instance makes the per-replica identity unique also for two syncers in one process.
 	instance string
-	claimer  atomic.Pointer[shard.Claimer]
+	claimer  atomic.Pointer[claim.Claimer]
 }
 
 func newFleetLeader(cfg *config.AgentConfig, mgr manager.Manager, engine *syncer.Engine, remote *rest.Config, scope ClaimScope, version string, log logr.Logger) (*fleetLeader, error) {
@@ -74,11 +75,11 @@ func (l *fleetLeader) identity(clusterID string) string {
 // NeedLeaderElection: only the local leader claims the shard.
 func (l *fleetLeader) NeedLeaderElection() bool { return true }
 
-func (l *fleetLeader) claimState() shard.ClaimState {
+func (l *fleetLeader) claimState() claim.State {
 	if c := l.claimer.Load(); c != nil {
 		return c.State()
 	}
-	return shard.ClaimState{Reason: shard.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
+	return claim.State{Reason: claim.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
 }
 
 // Start waits for management and the local cluster ID, then claims the shard until ctx ends.
@@ -105,7 +106,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	le := l.cfg.LeaderElection
 	def := shard.DefinitionOf(l.cfg)
 	gate := l.engine.Writes()
-	c := &shard.Claimer{
+	c := &claim.Claimer{
 		Client:        l.mgmt,
 		Namespace:     l.cfg.Management.Namespace,
 		Def:           def,

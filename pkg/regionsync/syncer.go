@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -30,7 +30,7 @@ type Syncer struct {
 type Stats = syncer.Stats
 
 // ClaimState is the shard claim as this replica sees it.
-type ClaimState = shard.ClaimState
+type ClaimState = claim.State
 
 // New adds the syncer to mgr: the management session (connected lazily, retried in the
 // background), the local and management caches and their warm-up on every replica, and, on the

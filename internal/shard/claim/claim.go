@@ -1,4 +1,7 @@
-package shard
+// Package claim holds a region's shard on management: client-go leader election on the region's
+// shard Lease, and a refusal to sync while another live shard overlaps this one (the overlap
+// itself is decided by the pure logic of package shard).
+package claim
 
 import (
 	"context"
@@ -16,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -35,7 +39,7 @@ const (
 	RegisteredAnnotation = "regionsync.dev/registered"
 )
 
-// Claim states.
+// Shard states recorded on the Lease.
 const (
 	StateSyncing = "Syncing"
 	StateRefused = "Refused"
@@ -52,8 +56,8 @@ const (
 // LeaseName is the name of a region's shard Lease.
 func LeaseName(region string) string { return "region-" + region }
 
-// ClaimState is the claim as this agent sees it.
-type ClaimState struct {
+// State is the claim as this agent sees it.
+type State struct {
 	// Held: this agent holds the region's Lease.
 	Held bool
 	// Syncing: held and no overlapping live shard; the agent syncs.
@@ -69,7 +73,7 @@ type Claimer struct {
 	Client kubernetes.Interface
 	// Namespace holds the shard Leases on management.
 	Namespace string
-	Def       Definition
+	Def       shard.Definition
 	// Identity is the fleet's identity: every replica of one fleet (one local cluster, one
 	// leader-election namespace) shares it, so a new local leader takes the claim over at once;
 	// another fleet for the same region waits.
@@ -87,17 +91,17 @@ type Claimer struct {
 	WhileSyncing func(ctx context.Context) error
 
 	mu    sync.Mutex
-	state ClaimState
+	state State
 }
 
 // State returns the current claim state.
-func (c *Claimer) State() ClaimState {
+func (c *Claimer) State() State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.state
 }
 
-func (c *Claimer) set(s ClaimState) {
+func (c *Claimer) set(s State) {
 	c.mu.Lock()
 	changed := c.state != s
 	c.state = s
@@ -122,7 +126,7 @@ func boolGauge(b bool) float64 {
 // Start claims the shard until ctx ends, retrying after every loss. It releases the Lease when
 // ctx ends.
 func (c *Claimer) Start(ctx context.Context) error {
-	c.set(ClaimState{Reason: ReasonWaiting, Message: "waiting for the shard Lease " + c.Namespace + "/" + LeaseName(c.Def.Region)})
+	c.set(State{Reason: ReasonWaiting, Message: "waiting for the shard Lease " + c.Namespace + "/" + LeaseName(c.Def.Region)})
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: LeaseName(c.Def.Region)},
 		Client:     c.Client.CoordinationV1(),
@@ -140,11 +144,11 @@ func (c *Claimer) Start(ctx context.Context) error {
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: c.held,
 				OnStoppedLeading: func() {
-					c.set(ClaimState{Reason: ReasonWaiting, Message: "shard Lease lost; writes to management stopped"})
+					c.set(State{Reason: ReasonWaiting, Message: "shard Lease lost; writes to management stopped"})
 				},
 				OnNewLeader: func(identity string) {
 					if identity != c.Identity {
-						c.set(ClaimState{Reason: ReasonHeldByOtherFleet,
+						c.set(State{Reason: ReasonHeldByOtherFleet,
 							Message: fmt.Sprintf("shard Lease %s/%s is held by %s; another fleet syncs region %s", c.Namespace, LeaseName(c.Def.Region), identity, c.Def.Region)})
 					}
 				},
@@ -183,7 +187,7 @@ func (c *Claimer) held(ctx context.Context) {
 			continue
 		}
 		if collision != "" {
-			c.set(ClaimState{Held: true, Reason: ReasonShardOverlap, Message: collision})
+			c.set(State{Held: true, Reason: ReasonShardOverlap, Message: collision})
 			if err := c.annotate(ctx, StateRefused); err != nil {
 				c.Log.Error(err, "recording the refused shard on its Lease")
 			}
@@ -204,7 +208,7 @@ func (c *Claimer) held(ctx context.Context) {
 		if collision, err = c.collision(ctx); err == nil && collision != "" {
 			continue
 		}
-		c.set(ClaimState{Held: true, Syncing: true, Reason: ReasonClaimed, Message: "syncing " + c.Def.String()})
+		c.set(State{Held: true, Syncing: true, Reason: ReasonClaimed, Message: "syncing " + c.Def.String()})
 		if c.WhileSyncing != nil {
 			if err := c.WhileSyncing(ctx); err != nil && ctx.Err() == nil {
 				c.Log.Error(err, "sync stopped; restarting")
@@ -251,11 +255,11 @@ func (c *Claimer) collision(ctx context.Context) (string, error) {
 		if l.Name == LeaseName(c.Def.Region) || !reserved(l, now) || l.Annotations[StateAnnotation] != StateSyncing {
 			continue
 		}
-		var other Definition
+		var other shard.Definition
 		if json.Unmarshal([]byte(l.Annotations[DefinitionAnnotation]), &other) != nil {
 			continue
 		}
-		overlap, why := Overlap(c.Def, other)
+		overlap, why := shard.Overlap(c.Def, other)
 		if overlap && (own == nil || !registeredBefore(own, l)) {
 			return fmt.Sprintf("shard of %s collides with the shard of %s (Lease %s/%s, held by %s): %s",
 				c.Def, other, c.Namespace, l.Name, orNone(deref(l.Spec.HolderIdentity)), why), nil
