@@ -1,6 +1,6 @@
-// Package health publishes a region's health: the Region status on the management cluster
-// (written by the leader while it holds the region's shard Lease) and the local cluster ID that
-// identifies the fleet.
+// Package health is a region's health: the agent's liveness and readiness probes, the Region
+// status on the management cluster (written by the leader while it holds the region's shard
+// Lease) and the local cluster ID that identifies the fleet.
 package health
 
 import (

@@ -1,11 +1,7 @@
 package regionsync
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -13,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -82,19 +79,10 @@ func New(mgr manager.Manager, opts Options) (*Syncer, error) {
 
 // Healthz is the syncer's liveness check for the host's /healthz. It never depends on
 // management: an unreachable management cluster is no reason to restart a region's agent.
-func (s *Syncer) Healthz() healthz.Checker { return healthz.Ping }
+func (s *Syncer) Healthz() healthz.Checker { return health.Liveness() }
 
 // Readyz is the syncer's readiness check for the host's /readyz: the local caches have synced.
-func (s *Syncer) Readyz() healthz.Checker {
-	return func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !s.mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("local caches not synced")
-		}
-		return nil
-	}
-}
+func (s *Syncer) Readyz() healthz.Checker { return health.Readiness(s.mgr.GetCache()) }
 
 // Claim returns the shard claim as this replica sees it.
 func (s *Syncer) Claim() ClaimState { return s.leader.claimState() }
