@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -47,6 +48,10 @@ func (e *Engine) RunControllers(ctx context.Context) error {
 	return nil
 }
 
+// restartBackoff paces the restarts of a failed controller and the retries of a kind a cluster
+// does not serve: 1 s, doubling up to a minute.
+var restartBackoff = retry.Exponential(time.Second, time.Minute)
+
 // runController runs one kind's controller once its informers exist, until ctx ends; a
 // controller that fails (its caches never sync) is reported and started again, alone.
 func (e *Engine) runController(ctx context.Context, remote cluster.Cluster, i int, r *Reconciler) {
@@ -55,22 +60,16 @@ func (e *Engine) runController(ctx context.Context, remote cluster.Cluster, i in
 		return
 	case <-r.available:
 	}
-	backoff := time.Second
-	for ctx.Err() == nil {
+	_ = retry.Until(ctx, restartBackoff, func(ctx context.Context, backoff time.Duration) (bool, error) {
 		c, err := e.newController(remote, r)
 		if err == nil {
 			err = c.Start(ctx)
 		}
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() == nil {
+			e.log.Error(err, "controller stopped; restarting", "field", fmt.Sprintf("resources[%d]", i), "resource", r.Name(), "backoff", backoff)
 		}
-		e.log.Error(err, "controller stopped; restarting", "field", fmt.Sprintf("resources[%d]", i), "resource", r.Name(), "backoff", backoff)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Minute)
-	}
+		return false, nil
+	})
 }
 
 func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig, gvk schema.GroupVersionKind) *Reconciler {

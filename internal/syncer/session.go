@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
+	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -94,22 +95,20 @@ func (e *Engine) setConnected(ok bool) {
 	}
 }
 
+// managementBackoff paces the first connection to management: 0.5 s, doubling up to 10 s.
+var managementBackoff = retry.Exponential(500*time.Millisecond, 10*time.Second)
+
+// waitForManagement returns once management answers, or with ctx's error when ctx ends first.
 func (e *Engine) waitForManagement(ctx context.Context, disc discovery.DiscoveryInterface) error {
-	wait := 500 * time.Millisecond
-	for {
+	_ = retry.Until(ctx, managementBackoff, func(context.Context, time.Duration) (bool, error) {
 		err := ping(disc)
 		e.setConnected(err == nil)
-		if err == nil {
-			return nil
+		if err != nil {
+			e.log.V(1).Info("management not reachable yet; local copies are kept as they are", "error", err.Error())
 		}
-		e.log.V(1).Info("management not reachable yet; local copies are kept as they are", "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
-	}
+		return err == nil, nil
+	})
+	return ctx.Err()
 }
 
 // newRemoteCluster builds the management cluster.Cluster, whose cache holds the configured kinds

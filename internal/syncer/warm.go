@@ -7,13 +7,14 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/regionsync/regionsync/internal/retry"
 )
 
 // warm starts the kind's informers on both clusters, retrying while a cluster does not serve the
 // kind, and then marks the kind available.
 func (e *Engine) warm(ctx context.Context, remote cluster.Cluster, i int, r *Reconciler) {
-	backoff := time.Second
-	for {
+	_ = retry.Until(ctx, restartBackoff, func(ctx context.Context, backoff time.Duration) (bool, error) {
 		_, err := remote.GetCache().GetInformer(ctx, unstructuredFor(r.GVK))
 		side := "management"
 		if err == nil {
@@ -25,15 +26,10 @@ func (e *Engine) warm(ctx context.Context, remote cluster.Cluster, i int, r *Rec
 		}
 		if err == nil {
 			close(r.available)
-			return
+			return true, nil
 		}
 		e.log.Error(err, "kind not served; retrying (the other kinds are not affected)",
 			"field", fmt.Sprintf("resources[%d]", i), "resource", r.Name(), "cluster", side, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Minute)
-	}
+		return false, nil
+	})
 }

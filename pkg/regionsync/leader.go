@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/regionsync/regionsync/internal/health"
+	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
@@ -82,6 +83,9 @@ func (l *fleetLeader) claimState() claim.State {
 	return claim.State{Reason: claim.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
 }
 
+// clusterIDBackoff paces the reads of the local cluster ID.
+var clusterIDBackoff = retry.Every(2 * time.Second)
+
 // Start waits for management and the local cluster ID, then claims the shard until ctx ends.
 func (l *fleetLeader) Start(ctx context.Context) error {
 	select {
@@ -90,18 +94,17 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	case <-l.engine.SessionReady():
 	}
 	var clusterID string
-	for {
+	_ = retry.Until(ctx, clusterIDBackoff, func(ctx context.Context, _ time.Duration) (bool, error) {
 		id, err := health.ClusterID(ctx, l.mgr.GetAPIReader())
-		if err == nil {
-			clusterID = id
-			break
+		if err != nil {
+			l.log.Error(err, "retrying")
+			return false, nil
 		}
-		l.log.Error(err, "retrying")
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(2 * time.Second):
-		}
+		clusterID = id
+		return true, nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
 	le := l.cfg.LeaderElection
 	def := shard.DefinitionOf(l.cfg)

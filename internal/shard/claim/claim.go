@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
@@ -133,7 +134,7 @@ func (c *Claimer) Start(ctx context.Context) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
 		Labels:     map[string]string{LeaseLabel: "true"},
 	}
-	for ctx.Err() == nil {
+	return retry.Until(ctx, retry.Every(c.RetryPeriod), func(ctx context.Context, _ time.Duration) (bool, error) {
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			Name:            LeaseName(c.Def.Region),
@@ -155,17 +156,11 @@ func (c *Claimer) Start(ctx context.Context) error {
 			},
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 		le.Run(ctx)
-		if ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(c.RetryPeriod):
-			}
-		}
-	}
-	return nil
+		return false, nil
+	})
 }
 
 // held runs while the Lease is held: it records the shard on the Lease, refuses while another
@@ -177,56 +172,46 @@ func (c *Claimer) held(ctx context.Context) {
 		go func() { defer wg.Done(); c.WhileHeld(ctx) }()
 	}
 	defer wg.Wait()
-	for ctx.Err() == nil {
-		collision, err := c.collision(ctx)
-		if err != nil {
-			c.Log.Error(err, "reading other shards; retrying")
-			if !sleep(ctx, c.RetryPeriod) {
-				return
-			}
-			continue
-		}
-		if collision != "" {
-			c.set(State{Held: true, Reason: ReasonShardOverlap, Message: collision})
-			if err := c.annotate(ctx, StateRefused); err != nil {
-				c.Log.Error(err, "recording the refused shard on its Lease")
-			}
-			if !sleep(ctx, 3*c.RetryPeriod) {
-				return
-			}
-			continue
-		}
-		if err := c.annotate(ctx, StateSyncing); err != nil {
-			c.Log.Error(err, "recording the shard on its Lease; retrying")
-			if !sleep(ctx, c.RetryPeriod) {
-				return
-			}
-			continue
-		}
-		// Two overlapping shards that started together both got here: the older registration
-		// keeps syncing, the younger steps back (collision sees the older one as Syncing).
-		if collision, err = c.collision(ctx); err == nil && collision != "" {
-			continue
-		}
-		c.set(State{Held: true, Syncing: true, Reason: ReasonClaimed, Message: "syncing " + c.Def.String()})
-		if c.WhileSyncing != nil {
-			if err := c.WhileSyncing(ctx); err != nil && ctx.Err() == nil {
-				c.Log.Error(err, "sync stopped; restarting")
-				sleep(ctx, c.RetryPeriod)
-			}
-		} else {
-			<-ctx.Done()
-		}
-	}
+	var after time.Duration
+	_ = retry.Paced(ctx, func() time.Duration { return after }, func(ctx context.Context) (bool, error) {
+		after = c.round(ctx)
+		return false, nil
+	})
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
+// round is one round of held; it returns how long to wait before the next.
+func (c *Claimer) round(ctx context.Context) time.Duration {
+	collision, err := c.collision(ctx)
+	if err != nil {
+		c.Log.Error(err, "reading other shards; retrying")
+		return c.RetryPeriod
 	}
+	if collision != "" {
+		c.set(State{Held: true, Reason: ReasonShardOverlap, Message: collision})
+		if err := c.annotate(ctx, StateRefused); err != nil {
+			c.Log.Error(err, "recording the refused shard on its Lease")
+		}
+		return 3 * c.RetryPeriod
+	}
+	if err := c.annotate(ctx, StateSyncing); err != nil {
+		c.Log.Error(err, "recording the shard on its Lease; retrying")
+		return c.RetryPeriod
+	}
+	// Two overlapping shards that started together both got here: the older registration
+	// keeps syncing, the younger steps back (collision sees the older one as Syncing).
+	if collision, err = c.collision(ctx); err == nil && collision != "" {
+		return 0
+	}
+	c.set(State{Held: true, Syncing: true, Reason: ReasonClaimed, Message: "syncing " + c.Def.String()})
+	if c.WhileSyncing == nil {
+		<-ctx.Done()
+		return 0
+	}
+	if err := c.WhileSyncing(ctx); err != nil && ctx.Err() == nil {
+		c.Log.Error(err, "sync stopped; restarting")
+		return c.RetryPeriod
+	}
+	return 0
 }
 
 // ReservationGrace is how long a shard stays reserved after its Lease expired: a region whose
