@@ -14,6 +14,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -174,7 +175,7 @@ func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Clust
 func (f *LocalFleet) startOperator(c *testenv.Cluster, region string) error {
 	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
 		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return err
@@ -288,5 +289,3 @@ func (f *LocalFleet) AgentIdentities(region string) (client.Client, client.Clien
 	mgmt, err := f.mgmt.ServiceAccountClient(agentNamespace, regionServiceAccount(region))
 	return local, mgmt, err
 }
-
-func ptr[T any](v T) *T { return &v }

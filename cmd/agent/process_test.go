@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -476,7 +477,7 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "reject-tenants"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr(admissionregistrationv1.Fail),
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
@@ -505,7 +506,7 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	})
 
 	cfg := agentConfig("ap-southeast-1", "-ap", e.management.Kubeconfig)
-	cfg.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr(0.5), MinObjects: ptr(0)}
+	cfg.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr.To(0.5), MinObjects: ptr.To(0)}
 	p := startAgent(t, "ap-replica", local, cfg)
 	for _, n := range []string{"a", "b"} {
 		e.tenant("team-"+n, n+"-ap")
@@ -585,5 +586,3 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

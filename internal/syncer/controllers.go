@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -108,7 +109,7 @@ func (e *Engine) newController(remote cluster.Cluster, r *Reconciler) (controlle
 	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(KindName(gvk)), controller.Options{
 		Reconciler:              r,
 		MaxConcurrentReconciles: res.Concurrency,
-		SkipNameValidation:      ptrTo(true), // a regained claim builds the controller again
+		SkipNameValidation:      ptr.To(true), // a regained claim builds the controller again
 		CacheSyncTimeout:        2 * time.Minute,
 		LogConstructor: func(*reconcile.Request) logr.Logger {
 			return r.Log

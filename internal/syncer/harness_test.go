@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -75,7 +76,7 @@ func TestMain(m *testing.M) {
 	// The region runs the demo tenant operator, unaware of regionsync, as a real region would.
 	mgr, err := ctrl.NewManager(region.Config, ctrl.Options{
 		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err == nil {
 		// The operator continues traces; its spans are recorded in memory for the trace tests.
@@ -95,8 +96,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // writeCounter counts the successful API writes (create, update, patch, delete) a client makes,
 // leaving out Events and Leases, which are bookkeeping, not sync writes.
@@ -195,7 +194,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant",
 			Secrets: []string{tenantoperator.TokenSecretName},
 		}},
-		LeaderElection: config.LeaderElectionConfig{Enabled: ptr(false)},
+		LeaderElection: config.LeaderElectionConfig{Enabled: ptr.To(false)},
 		Telemetry:      config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"},
 	}
 	if setup.edit != nil {
@@ -272,7 +271,7 @@ func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.Tr
 		Cache:                  regionsync.LocalCacheOptions(opts),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return nil, nil, nil, err

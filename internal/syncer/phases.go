@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -156,7 +157,7 @@ func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructur
 	if !metav1.IsControlledBy(target, remote) {
 		target.OwnerReferences = append(target.OwnerReferences, metav1.OwnerReference{
 			APIVersion: remote.GetAPIVersion(), Kind: remote.GetKind(), Name: remote.GetName(), UID: remote.GetUID(),
-			Controller: ptrTo(true),
+			Controller: ptr.To(true),
 		})
 	}
 	err := r.write(ctx, sideManagement, "upload secret", target, func(ctx context.Context) error {
@@ -416,5 +417,3 @@ func (r *Reconciler) setTraceparent(ctx context.Context, obj *unstructured.Unstr
 	a[r.Keys.TraceParent] = tp
 	obj.SetAnnotations(a)
 }
-
-func ptrTo[T any](v T) *T { return &v }
