@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
 )
@@ -108,7 +109,7 @@ func (r *Reporter) report(ctx context.Context, now time.Time) error {
 	status := r.desired(region.Status.Conditions)
 	status.HeartbeatTime = &metav1.Time{Time: now}
 	region.Status = status
-	if err := r.Client.Status().Update(ctx, region, client.FieldOwner("regionsync")); err != nil {
+	if err := r.Client.Status().Update(ctx, region, client.FieldOwner(shard.FieldManager)); err != nil {
 		return fmt.Errorf("updating Region %s status: %w", r.Region, err)
 	}
 	r.lastWritten, r.lastWrite = status.DeepCopy(), now

@@ -33,15 +33,6 @@ func LocalCacheOptions(cfg *config.AgentConfig) cache.Options {
 	}
 }
 
-// GVKs returns the configured kinds.
-func GVKs(cfg *config.AgentConfig) []schema.GroupVersionKind {
-	out := make([]schema.GroupVersionKind, len(cfg.Resources))
-	for i, r := range cfg.Resources {
-		out[i] = schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
-	}
-	return out
-}
-
 func unstructuredFor(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
@@ -56,11 +47,11 @@ func (e *Engine) localPrototype(gvk schema.GroupVersionKind) (client.Object, err
 	}
 	obj, err := e.mgr.GetScheme().New(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("typed %s: %w", KindName(gvk), err)
+		return nil, fmt.Errorf("typed %s: %w", shard.KindName(gvk), err)
 	}
 	o, ok := obj.(client.Object)
 	if !ok {
-		return nil, fmt.Errorf("typed %s is not a client.Object", KindName(gvk))
+		return nil, fmt.Errorf("typed %s is not a client.Object", shard.KindName(gvk))
 	}
 	return o, nil
 }

@@ -95,8 +95,8 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		LocalEvents:         e.mgr.GetEventRecorder(EventSource),
 		RemoteEvents:        remote.GetEventRecorder(EventSource),
 		SecretRecheck:       e.cfg.ResyncPeriod.Duration,
-		Log:                 e.log.WithValues("resource", KindName(gvk)),
-		states:              newStateTracker(KindName(gvk)),
+		Log:                 e.log.WithValues("resource", shard.KindName(gvk)),
+		states:              newStateTracker(shard.KindName(gvk)),
 		Tracer:              e.tracer,
 		available:           make(chan struct{}),
 	}
@@ -106,7 +106,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 
 func (e *Engine) newController(remote cluster.Cluster, r *Reconciler) (controller.Controller, error) {
 	gvk, res := r.GVK, r.Resource
-	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(KindName(gvk)), controller.Options{
+	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(shard.KindName(gvk)), controller.Options{
 		Reconciler:              r,
 		MaxConcurrentReconciles: res.Concurrency,
 		SkipNameValidation:      ptr.To(true), // a regained claim builds the controller again

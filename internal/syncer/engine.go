@@ -95,7 +95,7 @@ func NewEngine(p Params) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, mgr: mgr, remoteConfig: p.Management, log: p.Log,
-		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: GVKs(cfg),
+		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: shard.GVKs(cfg),
 		sessionReady: make(chan struct{}), tracer: p.Tracer,
 		typed: p.Typed, local: local,
 	}

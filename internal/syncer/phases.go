@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -73,7 +74,7 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 	updated := remote.DeepCopy()
 	updated.Object["status"] = deepCopyJSON(status)
 	err := r.write(ctx, sideManagement, "upload status", remote, func(ctx context.Context) error {
-		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(FieldManager))
+		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
 		r.count(telemetry.DirectionUp, telemetry.ResultError)
@@ -161,7 +162,7 @@ func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructur
 		})
 	}
 	err := r.write(ctx, sideManagement, "upload secret", target, func(ctx context.Context) error {
-		return r.Remote.Update(ctx, target, client.FieldOwner(FieldManager))
+		return r.Remote.Update(ctx, target, client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
 		r.countSecret(telemetry.ResultError)
@@ -251,7 +252,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, remote *unstructured.U
 			Annotations: map[string]string{r.Keys.Owner: localKey.Name, r.Keys.OwnerKind: r.Name()},
 		}}
 		err := r.write(ctx, sideLocal, "create namespace", ns, func(ctx context.Context) error {
-			return r.Local.Create(ctx, ns, client.FieldOwner(FieldManager))
+			return r.Local.Create(ctx, ns, client.FieldOwner(shard.FieldManager))
 		})
 		if apierrors.IsAlreadyExists(err) {
 			return false, ctrl.Result{}, nil // someone else just created it: not ours
@@ -333,7 +334,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		}
 		r.setTraceparent(ctx, desired)
 		err = r.write(ctx, sideLocal, "apply local", desired, func(ctx context.Context) error {
-			return r.Local.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership)
+			return r.Local.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(shard.FieldManager), client.ForceOwnership)
 		})
 		out = desired
 	default:
@@ -345,11 +346,11 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		r.setTraceparent(ctx, out)
 		if live == nil {
 			err = r.write(ctx, sideLocal, "create local", out, func(ctx context.Context) error {
-				return r.Local.Create(ctx, out, client.FieldOwner(FieldManager))
+				return r.Local.Create(ctx, out, client.FieldOwner(shard.FieldManager))
 			})
 		} else {
 			err = r.write(ctx, sideLocal, "update local", out, func(ctx context.Context) error {
-				return r.Local.Update(ctx, out, client.FieldOwner(FieldManager))
+				return r.Local.Update(ctx, out, client.FieldOwner(shard.FieldManager))
 			})
 		}
 	}
@@ -388,7 +389,7 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 		return err
 	}
 	err = r.write(ctx, sideManagement, "patch generations", remote, func(ctx context.Context) error {
-		return r.Remote.Patch(ctx, remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager))
+		return r.Remote.Patch(ctx, remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
 		r.count(telemetry.DirectionMeta, telemetry.ResultError)

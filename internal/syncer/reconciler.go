@@ -33,9 +33,6 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// FieldManager is the field manager of every write the agent makes (server-side apply included).
-const FieldManager = "regionsync"
-
 // Reconciler syncs one resource kind between the management cluster and the local cluster.
 type Reconciler struct {
 	// Resource is the kind's configuration; GVK its group, version and kind.
@@ -101,15 +98,7 @@ type uploadKey struct {
 }
 
 // Name is the kind's dotted name, used for the controller, metrics and logs ("Tenant.demo.regionsync.dev").
-func (r *Reconciler) Name() string { return KindName(r.GVK) }
-
-// KindName is the dotted name of a kind ("Tenant.demo.regionsync.dev", "ConfigMap" for core).
-func KindName(gvk schema.GroupVersionKind) string {
-	if gvk.Group == "" {
-		return gvk.Kind
-	}
-	return gvk.Kind + "." + gvk.Group
-}
+func (r *Reconciler) Name() string { return shard.KindName(r.GVK) }
 
 func (r *Reconciler) newObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/regionsync/regionsync/internal/retry"
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -141,7 +142,7 @@ func (e *Engine) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 		return nil, ErrNoSession
 	}
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	list.SetGroupVersionKind(shard.ListGVK(gvk))
 	if err := (*s).GetCache().List(ctx, list); err != nil {
 		return nil, err
 	}

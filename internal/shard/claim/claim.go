@@ -329,6 +329,6 @@ func (c *Claimer) annotate(ctx context.Context, state string) error {
 	if err != nil {
 		return err
 	}
-	_, err = leases.Patch(ctx, l.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "regionsync"})
+	_, err = leases.Patch(ctx, l.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: shard.FieldManager})
 	return err
 }
