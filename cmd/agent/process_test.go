@@ -338,7 +338,7 @@ func TestShardConflicts(t *testing.T) {
 	b := startAgent(t, "fleet-b", second, cfg)
 	overlap := startAgent(t, "east-1", second, agentConfig("east-1", "-east-1", e.management.Kubeconfig))
 	e.eventually("the second fleet reports the conflict", 30*time.Second, func() error {
-		if v := b.metric("regionsync_shard_conflict", `reason="HeldByOtherFleet"`); v != 1 {
+		if v := b.metric("regionsync_shard_conflict", `reason="`+regionsyncv1alpha1.ReasonHeldByOtherFleet+`"`); v != 1 {
 			return fmt.Errorf("shard_conflict{HeldByOtherFleet} = %v", v)
 		}
 		if !strings.Contains(b.logs(), "another fleet syncs region us-east-1") {
@@ -347,7 +347,7 @@ func TestShardConflicts(t *testing.T) {
 		return nil
 	})
 	e.eventually("the overlapping shard refuses and names the collision", 30*time.Second, func() error {
-		if v := overlap.metric("regionsync_shard_conflict", `reason="ShardOverlap"`); v != 1 {
+		if v := overlap.metric("regionsync_shard_conflict", `reason="`+regionsyncv1alpha1.ReasonShardOverlap+`"`); v != 1 {
 			return fmt.Errorf("shard_conflict{ShardOverlap} = %v", v)
 		}
 		r := &regionsyncv1alpha1.Region{}
@@ -355,7 +355,7 @@ func TestShardConflicts(t *testing.T) {
 			return err
 		}
 		c := meta.FindStatusCondition(r.Status.Conditions, regionsyncv1alpha1.ConditionShardClaimed)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ShardOverlap" || !strings.Contains(c.Message, "region us-east-1") {
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != regionsyncv1alpha1.ReasonShardOverlap || !strings.Contains(c.Message, "region us-east-1") {
 			return fmt.Errorf("ShardClaimed condition %+v", c)
 		}
 		return nil

@@ -163,31 +163,31 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg})
 	}
 	if connected {
-		set(regionsyncv1alpha1.ConditionManagementConnected, true, "Connected", "the management API server answers")
+		set(regionsyncv1alpha1.ConditionManagementConnected, true, regionsyncv1alpha1.ReasonConnected, "the management API server answers")
 	} else {
-		set(regionsyncv1alpha1.ConditionManagementConnected, false, "Unreachable", "the management API server does not answer; local copies are kept")
+		set(regionsyncv1alpha1.ConditionManagementConnected, false, regionsyncv1alpha1.ReasonUnreachable, "the management API server does not answer; local copies are kept")
 	}
 	set(regionsyncv1alpha1.ConditionShardClaimed, claim.Syncing, claim.Reason, claim.Message)
 	synced := claim.Syncing && bad == 0 && (r.Sources.LocalReady == nil || r.Sources.LocalReady())
 	if synced {
-		set(regionsyncv1alpha1.ConditionSynced, true, "Synced", "every object of the shard is in sync or paused")
+		set(regionsyncv1alpha1.ConditionSynced, true, regionsyncv1alpha1.ReasonSynced, "every object of the shard is in sync or paused")
 	} else {
-		set(regionsyncv1alpha1.ConditionSynced, false, "NotSynced", fmt.Sprintf("%d objects pending, failed or invalid", bad))
+		set(regionsyncv1alpha1.ConditionSynced, false, regionsyncv1alpha1.ReasonNotSynced, fmt.Sprintf("%d objects pending, failed or invalid", bad))
 	}
 	if held > 0 {
-		set(regionsyncv1alpha1.ConditionDeletionsHeld, true, "BudgetExceeded",
+		set(regionsyncv1alpha1.ConditionDeletionsHeld, true, regionsyncv1alpha1.ReasonBudgetExceeded,
 			fmt.Sprintf("%d local deletions are held by the deletion budget; see DeletionHeld events", held))
 	} else {
-		set(regionsyncv1alpha1.ConditionDeletionsHeld, false, "NoneHeld", "no deletion is held")
+		set(regionsyncv1alpha1.ConditionDeletionsHeld, false, regionsyncv1alpha1.ReasonNoneHeld, "no deletion is held")
 	}
 	ready := connected && claim.Syncing && synced && held == 0
 	switch {
 	case ready:
-		set(regionsyncv1alpha1.ConditionReady, true, "Ready", "the region is in sync")
+		set(regionsyncv1alpha1.ConditionReady, true, regionsyncv1alpha1.ReasonReady, "the region is in sync")
 	case !claim.Syncing:
 		set(regionsyncv1alpha1.ConditionReady, false, claim.Reason, claim.Message)
 	default:
-		set(regionsyncv1alpha1.ConditionReady, false, "NotReady", "see the other conditions")
+		set(regionsyncv1alpha1.ConditionReady, false, regionsyncv1alpha1.ReasonNotReady, "see the other conditions")
 	}
 	return st
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/scheme"
@@ -80,7 +81,7 @@ func (l *fleetLeader) claimState() claim.State {
 	if c := l.claimer.Load(); c != nil {
 		return c.State()
 	}
-	return claim.State{Reason: claim.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
+	return claim.State{Reason: regionsyncv1alpha1.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
 }
 
 // clusterIDBackoff paces the reads of the local cluster ID.

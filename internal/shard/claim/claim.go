@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
@@ -46,14 +47,6 @@ const (
 	StateRefused = "Refused"
 )
 
-// Reasons a claim is not (yet) held.
-const (
-	ReasonClaimed          = "Claimed"
-	ReasonWaiting          = "Waiting"
-	ReasonHeldByOtherFleet = "HeldByOtherFleet"
-	ReasonShardOverlap     = "ShardOverlap"
-)
-
 // LeaseName is the name of a region's shard Lease.
 func LeaseName(region string) string { return "region-" + region }
 
@@ -63,6 +56,7 @@ type State struct {
 	Held bool
 	// Syncing: held and no overlapping live shard; the agent syncs.
 	Syncing bool
+	// Reason is one of the shard claim reasons of the Region API (regionsyncv1alpha1.ReasonClaimed, …).
 	Reason  string
 	Message string
 }
@@ -112,7 +106,7 @@ func (c *Claimer) set(s State) {
 	}
 	c.Log.Info("shard claim", "held", s.Held, "syncing", s.Syncing, "reason", s.Reason, "message", s.Message)
 	telemetry.ShardClaimed.Set(boolGauge(s.Syncing))
-	for _, r := range []string{ReasonHeldByOtherFleet, ReasonShardOverlap} {
+	for _, r := range []string{regionsyncv1alpha1.ReasonHeldByOtherFleet, regionsyncv1alpha1.ReasonShardOverlap} {
 		telemetry.ShardConflict.WithLabelValues(r).Set(boolGauge(s.Reason == r))
 	}
 }
@@ -127,7 +121,7 @@ func boolGauge(b bool) float64 {
 // Start claims the shard until ctx ends, retrying after every loss. It releases the Lease when
 // ctx ends.
 func (c *Claimer) Start(ctx context.Context) error {
-	c.set(State{Reason: ReasonWaiting, Message: "waiting for the shard Lease " + c.Namespace + "/" + LeaseName(c.Def.Region)})
+	c.set(State{Reason: regionsyncv1alpha1.ReasonWaiting, Message: "waiting for the shard Lease " + c.Namespace + "/" + LeaseName(c.Def.Region)})
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: LeaseName(c.Def.Region)},
 		Client:     c.Client.CoordinationV1(),
@@ -145,11 +139,11 @@ func (c *Claimer) Start(ctx context.Context) error {
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: c.held,
 				OnStoppedLeading: func() {
-					c.set(State{Reason: ReasonWaiting, Message: "shard Lease lost; writes to management stopped"})
+					c.set(State{Reason: regionsyncv1alpha1.ReasonWaiting, Message: "shard Lease lost; writes to management stopped"})
 				},
 				OnNewLeader: func(identity string) {
 					if identity != c.Identity {
-						c.set(State{Reason: ReasonHeldByOtherFleet,
+						c.set(State{Reason: regionsyncv1alpha1.ReasonHeldByOtherFleet,
 							Message: fmt.Sprintf("shard Lease %s/%s is held by %s; another fleet syncs region %s", c.Namespace, LeaseName(c.Def.Region), identity, c.Def.Region)})
 					}
 				},
@@ -187,7 +181,7 @@ func (c *Claimer) round(ctx context.Context) time.Duration {
 		return c.RetryPeriod
 	}
 	if collision != "" {
-		c.set(State{Held: true, Reason: ReasonShardOverlap, Message: collision})
+		c.set(State{Held: true, Reason: regionsyncv1alpha1.ReasonShardOverlap, Message: collision})
 		if err := c.annotate(ctx, StateRefused); err != nil {
 			c.Log.Error(err, "recording the refused shard on its Lease")
 		}
@@ -202,7 +196,7 @@ func (c *Claimer) round(ctx context.Context) time.Duration {
 	if collision, err = c.collision(ctx); err == nil && collision != "" {
 		return 0
 	}
-	c.set(State{Held: true, Syncing: true, Reason: ReasonClaimed, Message: "syncing " + c.Def.String()})
+	c.set(State{Held: true, Syncing: true, Reason: regionsyncv1alpha1.ReasonClaimed, Message: "syncing " + c.Def.String()})
 	if c.WhileSyncing == nil {
 		<-ctx.Done()
 		return 0
