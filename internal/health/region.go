@@ -20,6 +20,7 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // ClusterID returns the UID of the cluster's kube-system namespace, the conventional cluster ID.
@@ -52,7 +53,7 @@ type Reporter struct {
 	Sources                                Sources
 
 	MinInterval time.Duration // default 2s
-	Refresh     time.Duration // default 30s
+	Refresh     time.Duration // default config.DefaultHeartbeatInterval
 	Log         logr.Logger
 
 	lastWritten *regionsyncv1alpha1.RegionStatus
@@ -68,7 +69,7 @@ func (r *Reporter) Run(ctx context.Context) {
 		r.MinInterval = 2 * time.Second
 	}
 	if r.Refresh == 0 {
-		r.Refresh = 30 * time.Second
+		r.Refresh = config.DefaultHeartbeatInterval
 	}
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()

@@ -130,23 +130,23 @@ func Default(c *AgentConfig) {
 	if le.Namespace == "" {
 		le.Namespace = DefaultLeaderNamespace
 	}
-	defaultDuration(&le.LeaseDuration, 15*time.Second)
-	defaultDuration(&le.RenewDeadline, 10*time.Second)
-	defaultDuration(&le.RetryPeriod, 2*time.Second)
+	defaultDuration(&le.LeaseDuration, DefaultLeaseDuration)
+	defaultDuration(&le.RenewDeadline, DefaultRenewDeadline)
+	defaultDuration(&le.RetryPeriod, DefaultRetryPeriod)
 	if c.DeletionBudget.MaxFraction == nil {
 		c.DeletionBudget.MaxFraction = ptr.To(DefaultDeletionMaxFraction)
 	}
 	if c.DeletionBudget.MinObjects == nil {
 		c.DeletionBudget.MinObjects = ptr.To(DefaultDeletionMinObjects)
 	}
-	defaultDuration(&c.ResyncPeriod, 10*time.Minute)
+	defaultDuration(&c.ResyncPeriod, DefaultResyncPeriod)
 	if c.Telemetry.MetricsAddr == "" {
 		c.Telemetry.MetricsAddr = DefaultMetricsAddr
 	}
 	if c.Telemetry.HealthAddr == "" {
 		c.Telemetry.HealthAddr = DefaultHealthAddr
 	}
-	defaultDuration(&c.Telemetry.HeartbeatInterval, 30*time.Second)
+	defaultDuration(&c.Telemetry.HeartbeatInterval, DefaultHeartbeatInterval)
 	if c.Telemetry.Tracing.SamplingRatio == nil {
 		c.Telemetry.Tracing.SamplingRatio = ptr.To(DefaultSamplingRatio)
 	}

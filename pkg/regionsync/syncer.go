@@ -108,13 +108,6 @@ func LocalCacheOptions(opts Options) cache.Options {
 	return syncer.LocalCacheOptions(cfg)
 }
 
-// Default client limits for the management cluster (client-go's 5 requests/s would throttle
-// initial syncs).
-const (
-	defaultManagementQPS   = 50
-	defaultManagementBurst = 100
-)
-
 // ManagementConfig loads the management cluster's client config from the kubeconfig file the
 // configuration names, with the configured (or default) client limits.
 func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
@@ -122,7 +115,7 @@ func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management.kubeconfig %s: %w", cfg.Management.Kubeconfig, err)
 	}
-	rc.QPS, rc.Burst = defaultManagementQPS, defaultManagementBurst
+	rc.QPS, rc.Burst = config.DefaultManagementQPS, config.DefaultManagementBurst
 	if cfg.Management.QPS > 0 {
 		rc.QPS = cfg.Management.QPS
 	}
