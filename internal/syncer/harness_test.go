@@ -60,41 +60,65 @@ func TestMain(m *testing.M) {
 		ctrl.SetLogger(logr.Discard())
 		klog.SetLogger(logr.Discard())
 	}
+	code := m.Run()
+	stopFleet()
+	os.Exit(code)
+}
+
+var (
+	fleetOnce sync.Once
+	fleetErr  error
+	// stopFleet stops the shared clusters, if they were started.
+	stopFleet = func() {}
+)
+
+// needFleet starts the shared clusters on the first integration test that needs them: the
+// pure-logic tests and the fuzzers start no API server (under make test-unit and make fuzz, a
+// test that needs them fails: see testenv.NoControlPlaneEnv).
+func needFleet(tb testing.TB) {
+	tb.Helper()
+	fleetOnce.Do(func() { fleetErr = startFleet() })
+	if fleetErr != nil {
+		tb.Fatalf("starting the shared test clusters: %v", fleetErr)
+	}
+}
+
+// startFleet starts the management and regional clusters and the region's tenant operator.
+func startFleet() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	var err error
-	fleet, err = testenv.Start(ctx, []string{"management", "region"}, testenv.Options{})
+	f, err := testenv.Start(ctx, []string{"management", "region"}, testenv.Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		cancel()
+		return err
+	}
+	fleet = f
+	stopFleet = func() {
+		cancel()
+		if err := fleet.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 	}
 	management, region = fleet.Cluster("management"), fleet.Cluster("region")
 	// Shard Leases live in this management namespace.
 	if err := management.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
 	}
 	// The region runs the demo tenant operator, unaware of regionsync, as a real region would.
 	mgr, err := ctrl.NewManager(region.Config, ctrl.Options{
 		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
-	if err == nil {
-		// The operator continues traces; its spans are recorded in memory for the trace tests.
-		tp, _, _ := telemetry.NewTestTracerProvider(operatorSpans, telemetry.Identity{ServiceName: "tenant-operator", Region: "region"})
-		err = (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: "region",
-			Tracer: tp.Tracer("tenant-operator"), TraceAnnotation: tenantoperator.DefaultTraceAnnotation}).SetupWithManager(mgr)
-	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
+	}
+	// The operator continues traces; its spans are recorded in memory for the trace tests.
+	tp, _, _ := telemetry.NewTestTracerProvider(operatorSpans, telemetry.Identity{ServiceName: "tenant-operator", Region: "region"})
+	if err := (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: "region",
+		Tracer: tp.Tracer("tenant-operator"), TraceAnnotation: tenantoperator.DefaultTraceAnnotation}).SetupWithManager(mgr); err != nil {
+		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := fleet.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	return nil
 }
 
 // writeCounter counts the successful API writes (create, update, patch, delete) a client makes,
@@ -179,6 +203,7 @@ func withProxy(down bool) envOption {
 // newEnv configures an agent for this test (Tenants, the tenant-token secret) and starts it.
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
+	needFleet(t)
 	setup := envSetup{}
 	for _, o := range opts {
 		o(&setup)

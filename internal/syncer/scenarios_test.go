@@ -337,6 +337,7 @@ func TestSecretTakeoverRefused(t *testing.T) {
 // Without permission to write remote status, the status upload fails and spec is not downloaded.
 func TestStatusUploadFailureBlocksSpec(t *testing.T) {
 	t.Parallel()
+	needFleet(t)
 	user := "status-less-agent"
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
