@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -383,6 +384,39 @@ func (f *KindFleet) AgentIdentities(region string) (client.Client, client.Client
 	}
 	mgmt, err := as(f.configs[kindName("")], agentNamespace, regionServiceAccount(region))
 	return local, mgmt, err
+}
+
+// agentPods selects the agent's pods (deploy/kustomize/agent).
+const agentPods = "app.kubernetes.io/name=regionsync-agent"
+
+// AgentLogs implements Fleet: the logs of every agent pod's containers, read from the API server
+// (kubectl logs). A region without a running agent pod is an error, never an empty log.
+func (f *KindFleet) AgentLogs() (string, error) {
+	ctx := context.Background()
+	var b strings.Builder
+	for _, r := range f.regions {
+		cs, err := kubernetes.NewForConfig(f.configs[kindName(r)])
+		if err != nil {
+			return "", err
+		}
+		pods, err := cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentPods})
+		if err != nil {
+			return "", fmt.Errorf("listing the agent pods of %s: %w", r, err)
+		}
+		if len(pods.Items) == 0 {
+			return "", fmt.Errorf("no agent pod (%s) in %s/%s", agentPods, r, agentNamespace)
+		}
+		for _, pod := range pods.Items {
+			for _, c := range pod.Spec.Containers {
+				data, err := cs.CoreV1().Pods(agentNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+				if err != nil {
+					return "", fmt.Errorf("logs of %s/%s container %s in %s: %w", agentNamespace, pod.Name, c.Name, r, err)
+				}
+				b.Write(data)
+			}
+		}
+	}
+	return b.String(), nil
 }
 
 // Stop deletes every kind cluster of the plan.

@@ -257,7 +257,7 @@ func (f *LocalFleet) KillLeader(ctx context.Context, region string) (string, err
 	return "", fmt.Errorf("no running replica named %q (the Lease's holder) in %s", holder, region)
 }
 
-// AgentLogs returns every agent replica's log so far.
+// AgentLogs implements Fleet: every agent replica's log file.
 func (f *LocalFleet) AgentLogs() (string, error) {
 	files, err := filepath.Glob(filepath.Join(f.Dir, "*-replica-*.log"))
 	if err != nil {
