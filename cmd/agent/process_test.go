@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -97,14 +98,21 @@ func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// errNoSeries: the metrics were scraped and no series matched.
+var errNoSeries = errors.New("no such series")
+
 // metric returns the value of an unlabelled metric (no label parts), or of the first series whose
-// labels contain every label part; -1 when absent.
-func (p *proc) metric(name string, labelParts ...string) float64 {
+// labels contain every label part. A failed scrape is an error; a scrape without the series is
+// errNoSeries.
+func (p *proc) metric(name string, labelParts ...string) (float64, error) {
 	resp, err := http.Get("http://" + p.metrics + "/metrics")
 	if err != nil {
-		return -1
+		return 0, fmt.Errorf("scraping %s: %w", p.name, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("scraping %s: %s", p.name, resp.Status)
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -128,11 +136,25 @@ func (p *proc) metric(name string, labelParts ...string) float64 {
 		}
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			return v
+		if err != nil {
+			return 0, fmt.Errorf("%s: series %q: %w", p.name, line, err)
 		}
+		return v, nil
 	}
-	return -1
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("scraping %s: %w", p.name, err)
+	}
+	return 0, fmt.Errorf("%s%v on %s: %w", name, labelParts, p.name, errNoSeries)
+}
+
+// counter is a counter's value: 0 while it has no series (nothing counted yet); only a failed
+// scrape is an error.
+func (p *proc) counter(name string, labelParts ...string) (float64, error) {
+	v, err := p.metric(name, labelParts...)
+	if errors.Is(err, errNoSeries) {
+		return 0, nil
+	}
+	return v, err
 }
 
 // startAgent writes cfg and runs the agent against the local cluster.
@@ -260,7 +282,14 @@ func (e *fleetEnv) leaderOf(procs ...*proc) *proc {
 		leader = nil
 		n := 0
 		for _, p := range procs {
-			if p.alive() && p.metric("regionsync_shard_claimed") == 1 {
+			if !p.alive() {
+				continue
+			}
+			v, err := p.metric("regionsync_shard_claimed")
+			if err != nil {
+				return err
+			}
+			if v == 1 {
 				leader, n = p, n+1
 			}
 		}
@@ -285,7 +314,10 @@ func TestLeaderFailover(t *testing.T) {
 
 	leader := e.leaderOf(procs...)
 	for _, p := range procs {
-		written := p.metric("regionsync_syncs_total", `result="written"`)
+		written, err := p.counter("regionsync_syncs_total", `result="written"`)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if p != leader && written > 0 {
 			t.Fatalf("standby %s wrote: regionsync_syncs_total{result=written} = %v", p.name, written)
 		}
@@ -338,8 +370,8 @@ func TestShardConflicts(t *testing.T) {
 	b := startAgent(t, "fleet-b", second, cfg)
 	overlap := startAgent(t, "east-1", second, agentConfig("east-1", "-east-1", e.management.Kubeconfig))
 	e.eventually("the second fleet reports the conflict", 30*time.Second, func() error {
-		if v := b.metric("regionsync_shard_conflict", `reason="`+regionsyncv1alpha1.ReasonHeldByOtherFleet+`"`); v != 1 {
-			return fmt.Errorf("shard_conflict{HeldByOtherFleet} = %v", v)
+		if v, err := b.metric("regionsync_shard_conflict", `reason="`+regionsyncv1alpha1.ReasonHeldByOtherFleet+`"`); err != nil || v != 1 {
+			return fmt.Errorf("shard_conflict{HeldByOtherFleet} = %v (%v)", v, err)
 		}
 		if !strings.Contains(b.logs(), "another fleet syncs region us-east-1") {
 			return fmt.Errorf("log does not say why")
@@ -347,8 +379,8 @@ func TestShardConflicts(t *testing.T) {
 		return nil
 	})
 	e.eventually("the overlapping shard refuses and names the collision", 30*time.Second, func() error {
-		if v := overlap.metric("regionsync_shard_conflict", `reason="`+regionsyncv1alpha1.ReasonShardOverlap+`"`); v != 1 {
-			return fmt.Errorf("shard_conflict{ShardOverlap} = %v", v)
+		if v, err := overlap.metric("regionsync_shard_conflict", `reason="`+regionsyncv1alpha1.ReasonShardOverlap+`"`); err != nil || v != 1 {
+			return fmt.Errorf("shard_conflict{ShardOverlap} = %v (%v)", v, err)
 		}
 		r := &regionsyncv1alpha1.Region{}
 		if err := e.management.Client.Get(e.ctx, client.ObjectKey{Name: "east-1"}, r); err != nil {
@@ -365,7 +397,11 @@ func TestShardConflicts(t *testing.T) {
 		t.Fatalf("a refused agent copied an object: %v", err)
 	}
 	for _, p := range []*proc{b, overlap} {
-		if w := p.metric("regionsync_syncs_total", `result="written"`); w > 0 {
+		w, err := p.counter("regionsync_syncs_total", `result="written"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w > 0 {
 			t.Fatalf("%s wrote %v times without the claim", p.name, w)
 		}
 	}
@@ -421,8 +457,8 @@ func TestRegionStatusAndManagementOutage(t *testing.T) {
 		}
 		return nil
 	})
-	if v := p.metric("regionsync_objects", `state="synced"`); v != 3 {
-		t.Fatalf("regionsync_objects{state=synced} = %v, want 3", v)
+	if v, err := p.metric("regionsync_objects", `state="synced"`); err != nil || v != 3 {
+		t.Fatalf("regionsync_objects{state=synced} = %v (%v), want 3", v, err)
 	}
 
 	// Management down: liveness stays 200, the process stays up, copies stay.
@@ -436,8 +472,8 @@ func TestRegionStatusAndManagementOutage(t *testing.T) {
 	if !p.alive() {
 		t.Fatal("agent exited while management was down")
 	}
-	if v := p.metric("regionsync_management_connected"); v != 0 {
-		t.Fatalf("regionsync_management_connected = %v with management down", v)
+	if v, err := p.metric("regionsync_management_connected"); err != nil || v != 0 {
+		t.Fatalf("regionsync_management_connected = %v (%v) with management down", v, err)
 	}
 	for i := range 3 {
 		if err := local.Client.Get(e.ctx, client.ObjectKey{Namespace: "acme", Name: fmt.Sprintf("t%d", i)}, &demov1alpha1.Tenant{}); err != nil {
@@ -529,15 +565,15 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 			if strings.HasPrefix(c.parts[1], "state=") {
 				name = "regionsync_objects"
 			}
-			if v := p.metric(name, c.parts...); v != c.want {
-				return fmt.Errorf("%s%v = %v, want %v", name, c.parts, v, c.want)
+			if v, err := p.metric(name, c.parts...); err != nil || v != c.want {
+				return fmt.Errorf("%s%v = %v (%v), want %v", name, c.parts, v, err, c.want)
 			}
 		}
-		if v := p.metric("regionsync_watch_to_write_seconds_count", kind, `write="create local"`); v != 2 {
-			return fmt.Errorf("watch-to-write lag observations for create local = %v, want 2", v)
+		if v, err := p.metric("regionsync_watch_to_write_seconds_count", kind, `write="create local"`); err != nil || v != 2 {
+			return fmt.Errorf("watch-to-write lag observations for create local = %v (%v), want 2", v, err)
 		}
-		if v := p.metric("regionsync_management_connected"); v != 1 {
-			return fmt.Errorf("management_connected = %v", v)
+		if v, err := p.metric("regionsync_management_connected"); err != nil || v != 1 {
+			return fmt.Errorf("management_connected = %v (%v)", v, err)
 		}
 		return nil
 	})
@@ -546,11 +582,11 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-r"}})
 	e.create(e.management.Client, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "team-r", Name: "r-ap"}, Spec: demov1alpha1.TenantSpec{DisplayName: "reject-me"}})
 	e.eventually("error metrics", 30*time.Second, func() error {
-		if v := p.metric("regionsync_syncs_total", kind, `direction="down"`, `result="error"`); v < 1 {
-			return fmt.Errorf("down errors = %v", v)
+		if v, err := p.metric("regionsync_syncs_total", kind, `direction="down"`, `result="error"`); err != nil || v < 1 {
+			return fmt.Errorf("down errors = %v (%v)", v, err)
 		}
-		if v := p.metric("regionsync_objects", kind, `state="failed"`); v != 1 {
-			return fmt.Errorf("failed objects = %v", v)
+		if v, err := p.metric("regionsync_objects", kind, `state="failed"`); err != nil || v != 1 {
+			return fmt.Errorf("failed objects = %v (%v)", v, err)
 		}
 		return nil
 	})
@@ -572,11 +608,11 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	}
 	p = startAgent(t, "ap-replica-2", local, cfg)
 	e.eventually("hold metrics", 60*time.Second, func() error {
-		if v := p.metric("regionsync_deletions_held", kind); v != 2 {
-			return fmt.Errorf("deletions_held = %v, want 2", v)
+		if v, err := p.metric("regionsync_deletions_held", kind); err != nil || v != 2 {
+			return fmt.Errorf("deletions_held = %v (%v), want 2", v, err)
 		}
-		if v := p.metric("regionsync_syncs_total", kind, `direction="delete"`, `result="held"`); v < 2 {
-			return fmt.Errorf("held deletes = %v", v)
+		if v, err := p.metric("regionsync_syncs_total", kind, `direction="delete"`, `result="held"`); err != nil || v < 2 {
+			return fmt.Errorf("held deletes = %v (%v)", v, err)
 		}
 		return nil
 	})
