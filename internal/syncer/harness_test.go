@@ -3,6 +3,7 @@ package syncer_test
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"fmt"
 	"net/http"
@@ -429,10 +430,10 @@ func (e *env) waitSynced(ns, name string) (remote, local *demov1alpha1.Tenant) {
 }
 
 // events returns the reasons of the events regarding an object on a cluster.
-func events(ctx context.Context, c client.Client, ns, name string) []string {
+func events(ctx context.Context, c client.Client, ns, name string) ([]string, error) {
 	list := &eventsv1.EventList{}
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return nil
+		return nil, fmt.Errorf("listing events in %s: %w", ns, err)
 	}
 	var out []string
 	for _, ev := range list.Items {
@@ -440,17 +441,19 @@ func events(ctx context.Context, c client.Client, ns, name string) []string {
 			out = append(out, ev.Reason)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (e *env) waitEvent(c client.Client, ns, name, reason string) {
 	e.t.Helper()
 	e.eventually("event "+reason+" on "+ns+"/"+name, func() error {
-		for _, r := range events(e.ctx, c, ns, name) {
-			if r == reason {
-				return nil
-			}
+		reasons, err := events(e.ctx, c, ns, name)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("events so far: %v", events(e.ctx, c, ns, name))
+		if slices.Contains(reasons, reason) {
+			return nil
+		}
+		return fmt.Errorf("events so far: %v", reasons)
 	})
 }
