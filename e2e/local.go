@@ -14,17 +14,11 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/deploy"
-	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
 )
 
@@ -173,18 +167,7 @@ func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Clust
 }
 
 func (f *LocalFleet) startOperator(c *testenv.Cluster, region string) error {
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
-		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return err
-	}
-	if err := (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: region}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(f.ctx) }()
-	return nil
+	return testenv.StartTenantOperator(f.ctx, c.Config, region, nil)
 }
 
 func (f *LocalFleet) startAgent(name, cfgPath, kubeconfig string) (*localAgent, error) {
@@ -192,8 +175,7 @@ func (f *LocalFleet) startAgent(name, cfgPath, kubeconfig string) (*localAgent, 
 	if err != nil {
 		return nil, err
 	}
-	proc, err := testenv.StartProcess(f.AgentBinary, []string{"--config", cfgPath, "--kubeconfig", kubeconfig},
-		[]string{"POD_NAME=" + name}, logFile, func() { logFile.Close() })
+	proc, err := testenv.StartAgent(f.AgentBinary, name, cfgPath, kubeconfig, logFile, func() { logFile.Close() })
 	if err != nil {
 		logFile.Close()
 		return nil, err

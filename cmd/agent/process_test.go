@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,15 +44,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	agentBin = filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-o", agentBin, "./cmd/agent")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the agent: %v\n%s", err, out)
+	if agentBin, err = testenv.BuildAgent(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -172,8 +164,7 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 		t.Fatal(err)
 	}
 	out, w := io.Pipe()
-	p.p, err = testenv.StartProcess(agentBin, []string{"--config", path, "--kubeconfig", local.Kubeconfig},
-		[]string{"POD_NAME=" + name}, w, func() { w.Close() })
+	p.p, err = testenv.StartAgent(agentBin, name, path, local.Kubeconfig, w, func() { w.Close() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,17 +180,10 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 	t.Cleanup(func() {
 		p.p.Stop(syscall.SIGKILL, 10*time.Second)
 		if t.Failed() {
-			t.Logf("--- log of %s (last 3000 bytes) ---\n%s", name, tail(p.logs(), 3000))
+			t.Logf("--- log of %s (last 3000 bytes) ---\n%s", name, testenv.Tail(p.logs(), 3000))
 		}
 	})
 	return p
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 // fleet is a management cluster with regional clusters for the process tests.
@@ -229,19 +213,14 @@ func (e *fleetEnv) create(c client.Client, o client.Object) {
 
 // agentConfig is a region's configuration with short leader-election durations.
 func agentConfig(region, suffix, managementKubeconfig string) *config.AgentConfig {
-	return &config.AgentConfig{
-		TypeMeta:   config.TypeMeta(),
-		Region:     region,
-		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig},
-		Shard:      config.ShardConfig{RemoteResourceSuffix: suffix},
-		Resources:  []config.ResourceConfig{{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}},
-		LeaderElection: config.LeaderElectionConfig{
-			LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
-			RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
-			RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
-		},
-		Telemetry: config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: time.Second}},
+	cfg := testenv.TenantAgentConfig(region, suffix, managementKubeconfig)
+	cfg.LeaderElection = config.LeaderElectionConfig{
+		LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
+		RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
+		RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
 	}
+	cfg.Telemetry = config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: time.Second}}
+	return cfg
 }
 
 func (e *fleetEnv) tenant(ns, name string) {
@@ -264,14 +243,7 @@ func (e *fleetEnv) waitLocal(c *testenv.Cluster, ns, name string, timeout time.D
 
 func (e *fleetEnv) eventually(what string, timeout time.Duration, cond func() error) {
 	e.t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		last = cond()
-		return last == nil, nil
-	})
-	if err != nil {
-		e.t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
+	testenv.Eventually(e.t, what, timeout, cond)
 }
 
 // leaderOf waits until exactly one of the processes syncs (holds the shard claim) and returns it.

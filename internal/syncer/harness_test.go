@@ -22,7 +22,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -105,21 +104,9 @@ func startFleet() error {
 		return err
 	}
 	// The region runs the demo tenant operator, unaware of regionsync, as a real region would.
-	mgr, err := ctrl.NewManager(region.Config, ctrl.Options{
-		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return err
-	}
-	// The operator continues traces; its spans are recorded in memory for the trace tests.
+	// It continues traces; its spans are recorded in memory for the trace tests.
 	tp, _, _ := telemetry.NewTestTracerProvider(operatorSpans, telemetry.Identity{ServiceName: "tenant-operator", Region: "region"})
-	if err := (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: "region",
-		Tracer: tp.Tracer("tenant-operator"), TraceAnnotation: tenantoperator.DefaultTraceAnnotation}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	return nil
+	return testenv.StartTenantOperator(ctx, region.Config, "region", tp.Tracer("tenant-operator"))
 }
 
 // writeCounter counts the successful API writes (create, update, patch, delete) a client makes,
@@ -211,18 +198,10 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	}
 	n := testSeq.Add(1)
 	name := fmt.Sprintf("t%02d", n)
-	cfg := &config.AgentConfig{
-		TypeMeta:   metav1.TypeMeta{APIVersion: config.APIVersion, Kind: config.Kind},
-		Region:     "region-" + name,
-		Management: config.ManagementConfig{Kubeconfig: "unused-in-process"},
-		Shard:      config.ShardConfig{RemoteResourceSuffix: "-" + name},
-		Resources: []config.ResourceConfig{{
-			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant",
-			Secrets: []string{tenantoperator.TokenSecretName},
-		}},
-		LeaderElection: config.LeaderElectionConfig{Enabled: ptr.To(false)},
-		Telemetry:      config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"},
-	}
+	cfg := testenv.TenantAgentConfig("region-"+name, "-"+name, "unused-in-process")
+	cfg.Resources[0].Secrets = []string{tenantoperator.TokenSecretName}
+	cfg.LeaderElection = config.LeaderElectionConfig{Enabled: ptr.To(false)}
+	cfg.Telemetry = config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"}
 	if setup.edit != nil {
 		setup.edit(cfg)
 	}
@@ -370,14 +349,7 @@ func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tena
 // eventually polls cond until it returns nil, failing the test with its last error after 30s.
 func (e *env) eventually(what string, cond func() error) {
 	e.t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		last = cond()
-		return last == nil, nil
-	})
-	if err != nil {
-		e.t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
+	testenv.Eventually(e.t, what, 30*time.Second, cond)
 }
 
 // never checks that cond stays false for d.
