@@ -160,11 +160,9 @@ func finalState(state ObjectState, result ctrl.Result, err error) ObjectState {
 // and update it in order; each sets state when the pass stops there in a state other than synced.
 type scope struct {
 	req ctrl.Request
-	// localKey is where the copy lives; mapErr why the object has no valid local name (reason the
-	// event reason that reports it).
+	// localKey is where the copy lives; mapErr why the object has no valid local name.
 	localKey types.NamespacedName
 	mapErr   error
-	reason   string
 	// remote is the management object, nil when it is gone.
 	remote *unstructured.Unstructured
 	// local is the marked copy, nil when there is none. unmarked is an object at the mapped name
@@ -260,11 +258,11 @@ func (r *Reconciler) readRemote(ctx context.Context, s *scope) (bool, error) {
 // namespace regionsync never writes) and ends the pass: a bad input is never retried, and every
 // other object goes on.
 func (r *Reconciler) skipUnmappable(ctx context.Context, s *scope) (bool, error) {
-	s.reason = ReasonInvalidMapping
+	reason := ReasonInvalidMapping
 	if s.mapErr == nil && r.ProtectedNamespaces.Has(s.localKey.Namespace) {
 		// Namespace scope: whatever the shard says, nothing is created, written or deleted in
 		// the region's system namespaces, the agent's own, or the excluded ones.
-		s.reason = ReasonProtectedNamespace
+		reason = ReasonProtectedNamespace
 		s.mapErr = fmt.Errorf("%s maps to local namespace %s, which regionsync never writes (system, agent or excluded namespace)",
 			s.req.NamespacedName, s.localKey.Namespace)
 	}
@@ -277,8 +275,8 @@ func (r *Reconciler) skipUnmappable(ctx context.Context, s *scope) (bool, error)
 	}
 	s.state = StateInvalid
 	r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
-	logr.FromContextOrDiscard(ctx).Info("object skipped", "reason", s.reason, "error", s.mapErr.Error())
-	r.RemoteEvents.Eventf(s.remote, nil, corev1.EventTypeWarning, s.reason, "Sync", "%v", s.mapErr)
+	logr.FromContextOrDiscard(ctx).Info("object skipped", "reason", reason, "error", s.mapErr.Error())
+	r.RemoteEvents.Eventf(s.remote, nil, corev1.EventTypeWarning, reason, "Sync", "%v", s.mapErr)
 	return true, nil
 }
 
