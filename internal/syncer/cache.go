@@ -45,15 +45,7 @@ func (e *Engine) localPrototype(gvk schema.GroupVersionKind) (client.Object, err
 	if !e.typed[gvk] {
 		return unstructuredFor(gvk), nil
 	}
-	obj, err := e.mgr.GetScheme().New(gvk)
-	if err != nil {
-		return nil, fmt.Errorf("typed %s: %w", shard.KindName(gvk), err)
-	}
-	o, ok := obj.(client.Object)
-	if !ok {
-		return nil, fmt.Errorf("typed %s is not a client.Object", shard.KindName(gvk))
-	}
-	return o, nil
+	return newTypedObject(e.mgr.GetScheme(), gvk)
 }
 
 // addSecretCaches adds to mgr one small cache per local secret name of cfg, selected by field:

@@ -81,7 +81,12 @@ func (t typedCacheReader) List(ctx context.Context, list client.ObjectList, opts
 }
 
 func (t typedCacheReader) newTyped(gvk schema.GroupVersionKind) (client.Object, error) {
-	obj, err := t.scheme.New(gvk)
+	return newTypedObject(t.scheme, gvk)
+}
+
+// newTypedObject is a new object of the Go type that s registers for gvk.
+func newTypedObject(s *runtime.Scheme, gvk schema.GroupVersionKind) (client.Object, error) {
+	obj, err := s.New(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("typed %s: %w", shard.KindName(gvk), err)
 	}
