@@ -32,18 +32,24 @@ test-rules: ## promtool: check and unit-test the Prometheus alerting rules (inst
 	scripts/promtool.sh check rules $(MONITORING)/regionsync.rules.yaml
 	cd $(MONITORING) && $(CURDIR)/scripts/promtool.sh test rules regionsync.rules_test.yaml
 
-test-unit: ## Pure-logic tests only (no control plane).
-	$(GO) test -count=1 ./pkg/config/ ./internal/shard/
+# The pure-logic tests of packages that also hold integration tests; a test listed here that
+# needs API servers fails (REGIONSYNC_NO_CONTROL_PLANE), it never starts them.
+SYNCER_PURE_TESTS := ^(TestDesiredReplace|TestApplyInSync|TestHashSecretData|TestDeletionBudget|TestBudgetGateReusesVerdict|FuzzIsSubset)$$
+AGENT_PURE_TESTS := ^TestAgentConfigErrors$$
+test-unit: ## Pure-logic tests only (no control plane is started).
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -count=1 ./pkg/config/ ./internal/shard/... ./internal/retry/ ./internal/deploy/ ./internal/telemetry/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -count=1 -run '$(SYNCER_PURE_TESTS)' ./internal/syncer/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -count=1 -run '$(AGENT_PURE_TESTS)' ./cmd/agent/
 
 bench: control-plane ## Benchmarks that report ratios against a baseline measured in the same run.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench TracingOverhead -benchtime 20000x -count 3
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench InitialSync -benchtime 3x -count 2
 
-fuzz: ## Run every fuzz target for FUZZTIME each.
-	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/config/
-	$(GO) test -run XXX -fuzz FuzzMapping -fuzztime $(FUZZTIME) ./internal/shard/
-	$(GO) test -run XXX -fuzz FuzzOverlap -fuzztime $(FUZZTIME) ./internal/shard/
-	$(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/
+fuzz: ## Run every fuzz target for FUZZTIME each (no control plane is started).
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/config/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzMapping -fuzztime $(FUZZTIME) ./internal/shard/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzOverlap -fuzztime $(FUZZTIME) ./internal/shard/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/
 
 demo: control-plane build ## A local management cluster + 2 regions, agents syncing; Ctrl-C tears down.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(BIN)/demo --dir $(CURDIR)/.demo

@@ -38,6 +38,8 @@ type Fleet interface {
 	// AgentIdentities are clients acting as region's agent: its ServiceAccount in the region and
 	// its identity on management.
 	AgentIdentities(region string) (local, management client.Client, err error)
+	// AgentLogs returns the logs of every running agent replica of every region so far.
+	AgentLogs() (string, error)
 }
 
 // Regions deployed at the start of every e2e run.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -89,7 +91,7 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	lease := func(region string) *coordinationv1.Lease {
 		t.Helper()
 		l := &coordinationv1.Lease{}
-		if err := admin.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: shard.LeaseName(region)}, l); err != nil {
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, l); err != nil {
 			t.Fatal(err)
 		}
 		return l
@@ -104,8 +106,8 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	}
 	newLease := func(ns, name string) *coordinationv1.Lease {
 		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{shard.LeaseLabel: "true"}},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr("forged")},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{claim.LeaseLabel: "true"}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("forged")},
 		}
 	}
 	merge := func(patch string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(patch)) }
@@ -143,18 +145,18 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 			s.Data = map[string][]byte{"token": []byte("forged")}
 			return mgmtA.Update(ctx, s)
 		}},
-		{"create B's Lease", byPolicy, func() error { return mgmtA.Create(ctx, newLease(agentNamespace, shard.LeaseName(b))) }},
+		{"create B's Lease", byPolicy, func() error { return mgmtA.Create(ctx, newLease(agentNamespace, claim.LeaseName(b))) }},
 		{"update B's Lease", byRBAC, func() error {
 			l := lease(b)
-			l.Spec.HolderIdentity = ptr("forged")
+			l.Spec.HolderIdentity = ptr.To("forged")
 			return mgmtA.Update(ctx, l)
 		}},
 		{"create a Lease for a region that does not exist yet", byPolicy, func() error {
-			return mgmtA.Create(ctx, newLease(agentNamespace, shard.LeaseName("zz-next-1")))
+			return mgmtA.Create(ctx, newLease(agentNamespace, claim.LeaseName("zz-next-1")))
 		}},
 		{"create a Lease of another name", byPolicy, func() error { return mgmtA.Create(ctx, newLease(agentNamespace, "squatter")) }},
 		{"create a Lease outside the management namespace", byRBAC, func() error {
-			return mgmtA.Create(ctx, newLease(tenantNamespace, shard.LeaseName(a)))
+			return mgmtA.Create(ctx, newLease(tenantNamespace, claim.LeaseName(a)))
 		}},
 		{"update B's Region status", byRBAC, func() error {
 			r := region(b)
@@ -181,14 +183,14 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 		}},
 		{"move its Lease's registration time back", byPolicy, func() error {
 			l := lease(a)
-			if l.Annotations[shard.RegisteredAnnotation] == "" {
-				return fmt.Errorf("Lease %s has no %s", l.Name, shard.RegisteredAnnotation)
+			if l.Annotations[claim.RegisteredAnnotation] == "" {
+				return fmt.Errorf("Lease %s has no %s", l.Name, claim.RegisteredAnnotation)
 			}
-			l.Annotations[shard.RegisteredAnnotation] = "2001-01-01T00:00:00Z"
+			l.Annotations[claim.RegisteredAnnotation] = "2001-01-01T00:00:00Z"
 			return mgmtA.Update(ctx, l)
 		}},
 		{"remove its Lease's registration time", byPolicy, func() error {
-			return mgmtA.Patch(ctx, lease(a), merge(`{"metadata":{"annotations":{"`+shard.RegisteredAnnotation+`":null}}}`))
+			return mgmtA.Patch(ctx, lease(a), merge(`{"metadata":{"annotations":{"`+claim.RegisteredAnnotation+`":null}}}`))
 		}},
 	}
 	for _, c := range refused {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
@@ -29,7 +31,7 @@ import (
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/otlpsink"
 	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 )
 
 // KindPrefix starts the name of every kind cluster the provider creates.
@@ -292,7 +294,7 @@ func (f *KindFleet) kubeconfigSecret(ctx context.Context, clusterName string) er
 		return err
 	}
 	tok, err := cs.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, regionServiceAccount(region),
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(24 * 3600))}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))}}, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -376,10 +378,10 @@ func (f *KindFleet) AddRegion(ctx context.Context, name, deployDir string) error
 // KillLeader implements Fleet: the pod named on the shard Lease is deleted without grace.
 func (f *KindFleet) KillLeader(ctx context.Context, region string) (string, error) {
 	lease := &coordinationv1.Lease{}
-	if err := f.Management().Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: shard.LeaseName(region)}, lease); err != nil {
+	if err := f.Management().Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, lease); err != nil {
 		return "", err
 	}
-	holder := lease.Annotations[shard.HolderAnnotation]
+	holder := lease.Annotations[claim.HolderAnnotation]
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: holder}}
 	return holder, f.Region(region).Delete(ctx, pod, client.GracePeriodSeconds(0))
 }
@@ -398,6 +400,39 @@ func (f *KindFleet) AgentIdentities(region string) (client.Client, client.Client
 	}
 	mgmt, err := as(f.configs[kindName("")], agentNamespace, regionServiceAccount(region))
 	return local, mgmt, err
+}
+
+// agentPods selects the agent's pods (deploy/kustomize/agent).
+const agentPods = "app.kubernetes.io/name=regionsync-agent"
+
+// AgentLogs implements Fleet: the logs of every agent pod's containers, read from the API server
+// (kubectl logs). A region without a running agent pod is an error, never an empty log.
+func (f *KindFleet) AgentLogs() (string, error) {
+	ctx := context.Background()
+	var b strings.Builder
+	for _, r := range f.regions {
+		cs, err := kubernetes.NewForConfig(f.configs[kindName(r)])
+		if err != nil {
+			return "", err
+		}
+		pods, err := cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentPods})
+		if err != nil {
+			return "", fmt.Errorf("listing the agent pods of %s: %w", r, err)
+		}
+		if len(pods.Items) == 0 {
+			return "", fmt.Errorf("no agent pod (%s) in %s/%s", agentPods, r, agentNamespace)
+		}
+		for _, pod := range pods.Items {
+			for _, c := range pod.Spec.Containers {
+				data, err := cs.CoreV1().Pods(agentNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+				if err != nil {
+					return "", fmt.Errorf("logs of %s/%s container %s in %s: %w", agentNamespace, pod.Name, c.Name, r, err)
+				}
+				b.Write(data)
+			}
+		}
+	}
+	return b.String(), nil
 }
 
 // Stop deletes every kind cluster of the plan.

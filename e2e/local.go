@@ -14,18 +14,13 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/otlpsink"
-	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
-	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -184,13 +179,6 @@ func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Clust
 }
 
 func (f *LocalFleet) startOperator(c *testenv.Cluster, region string) error {
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
-		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr(true)},
-	})
-	if err != nil {
-		return err
-	}
 	// The regional controller continues the trace the agent writes on the copies.
 	one := 1.0
 	tp, shutdown, err := tracer.NewTracerProvider(f.ctx, config.TracingConfig{Endpoint: f.Traces.Endpoint(), SamplingRatio: &one},
@@ -198,15 +186,8 @@ func (f *LocalFleet) startOperator(c *testenv.Cluster, region string) error {
 	if err != nil {
 		return err
 	}
-	if err := (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: region, Tracer: tp.Tracer("tenant-operator"),
-		TraceAnnotation: tenantoperator.DefaultTraceAnnotation}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	go func() {
-		_ = mgr.Start(f.ctx)
-		_ = shutdown(context.Background())
-	}()
-	return nil
+	context.AfterFunc(f.ctx, func() { _ = shutdown(context.Background()) })
+	return testenv.StartTenantOperator(f.ctx, c.Config, region, tp.Tracer("tenant-operator"))
 }
 
 func (f *LocalFleet) startAgent(name, cfgPath, kubeconfig string) (*localAgent, error) {
@@ -214,9 +195,8 @@ func (f *LocalFleet) startAgent(name, cfgPath, kubeconfig string) (*localAgent, 
 	if err != nil {
 		return nil, err
 	}
-	proc, err := testenv.StartProcess(f.AgentBinary, []string{"--config", cfgPath, "--kubeconfig", kubeconfig},
-		[]string{"POD_NAME=" + name, "OTEL_EXPORTER_OTLP_ENDPOINT=" + f.Traces.Endpoint(), "OTEL_BSP_SCHEDULE_DELAY=200"},
-		logFile, func() { logFile.Close() })
+	proc, err := testenv.StartAgent(f.AgentBinary, name, cfgPath, kubeconfig, logFile, func() { logFile.Close() },
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+f.Traces.Endpoint(), "OTEL_BSP_SCHEDULE_DELAY=200")
 	if err != nil {
 		logFile.Close()
 		return nil, err
@@ -257,10 +237,10 @@ func (f *LocalFleet) AddRegion(ctx context.Context, name, deployDir string) erro
 // new replica replaces it (as a Deployment would).
 func (f *LocalFleet) KillLeader(ctx context.Context, region string) (string, error) {
 	lease := &coordinationv1.Lease{}
-	if err := f.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: shard.LeaseName(region)}, lease); err != nil {
+	if err := f.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, lease); err != nil {
 		return "", err
 	}
-	holder := lease.Annotations[shard.HolderAnnotation]
+	holder := lease.Annotations[claim.HolderAnnotation]
 	f.mu.Lock()
 	r := f.regions[region]
 	f.mu.Unlock()
@@ -280,7 +260,7 @@ func (f *LocalFleet) KillLeader(ctx context.Context, region string) (string, err
 	return "", fmt.Errorf("no running replica named %q (the Lease's holder) in %s", holder, region)
 }
 
-// AgentLogs returns every agent replica's log so far.
+// AgentLogs implements Fleet: every agent replica's log file.
 func (f *LocalFleet) AgentLogs() (string, error) {
 	files, err := filepath.Glob(filepath.Join(f.Dir, "*-replica-*.log"))
 	if err != nil {
@@ -312,5 +292,3 @@ func (f *LocalFleet) AgentIdentities(region string) (client.Client, client.Clien
 	mgmt, err := f.mgmt.ServiceAccountClient(agentNamespace, regionServiceAccount(region))
 	return local, mgmt, err
 }
-
-func ptr[T any](v T) *T { return &v }

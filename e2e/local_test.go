@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/regionsync/regionsync/internal/testenv"
 )
 
 // TestLocal deploys management + 3 regions from the overlays on local control planes and runs
@@ -22,10 +23,9 @@ func TestLocal(t *testing.T) {
 	klog.SetLogger(logr.Discard())
 	start := time.Now()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/agent")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
+	bin, err := testenv.BuildAgent(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	deployCopy, err := CopyDeployTree(dir)
 	if err != nil {
@@ -41,7 +41,7 @@ func TestLocal(t *testing.T) {
 			for _, r := range append(Regions, "sa-east-1") {
 				for _, n := range []string{"-replica-0", "-replica-1"} {
 					if data, err := os.ReadFile(filepath.Join(dir, r+n+".log")); err == nil {
-						t.Logf("--- %s%s (tail) ---\n%s", r, n, tail(string(data), 2000))
+						t.Logf("--- %s%s (tail) ---\n%s", r, n, testenv.Tail(string(data), 2000))
 					}
 				}
 			}
@@ -51,11 +51,4 @@ func TestLocal(t *testing.T) {
 	RunScenarios(t, f, deployCopy)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Logf("local e2e took %s", time.Since(start).Round(100*time.Millisecond))
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }

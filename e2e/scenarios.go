@@ -40,16 +40,12 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		}
 	})
 	t.Run("no secret data in logs or events", func(t *testing.T) {
-		logs, ok := f.(interface{ AgentLogs() (string, error) })
-		var all string
-		if ok {
-			var err error
-			if all, err = logs.AgentLogs(); err != nil {
-				t.Fatal(err)
-			}
-			if len(all) == 0 {
-				t.Fatal("no agent logs to check")
-			}
+		all, err := f.AgentLogs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) == 0 {
+			t.Fatal("no agent logs to check")
 		}
 		for _, r := range f.Regions() {
 			tok := &corev1.Secret{}

@@ -34,6 +34,34 @@ const (
 	ConditionDeletionsHeld = "DeletionsHeld"
 )
 
+// Condition reasons of a Region.
+const (
+	// ManagementConnected.
+	ReasonConnected   = "Connected"
+	ReasonUnreachable = "Unreachable"
+
+	// ShardClaimed, and Ready while the shard is not claimed: the shard claim's state.
+	ReasonClaimed = "Claimed"
+	// ReasonWaiting: the agent waits for the region's shard Lease (or is not the local leader).
+	ReasonWaiting = "Waiting"
+	// ReasonHeldByOtherFleet: another fleet (another cluster or namespace) holds the Lease.
+	ReasonHeldByOtherFleet = "HeldByOtherFleet"
+	// ReasonShardOverlap: another region's live shard, registered first, overlaps this one.
+	ReasonShardOverlap = "ShardOverlap"
+
+	// Synced.
+	ReasonSynced    = "Synced"
+	ReasonNotSynced = "NotSynced"
+
+	// DeletionsHeld.
+	ReasonBudgetExceeded = "BudgetExceeded"
+	ReasonNoneHeld       = "NoneHeld"
+
+	// Ready (besides the shard claim reasons).
+	ReasonReady    = "Ready"
+	ReasonNotReady = "NotReady"
+)
+
 // RegionSpec is written by the operator who adds the region.
 type RegionSpec struct {
 	// Description says what the region is for.

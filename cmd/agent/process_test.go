@@ -3,12 +3,12 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -43,15 +44,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	agentBin = filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-o", agentBin, "./cmd/agent")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the agent: %v\n%s", err, out)
+	if agentBin, err = testenv.BuildAgent(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -96,14 +90,21 @@ func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// errNoSeries: the metrics were scraped and no series matched.
+var errNoSeries = errors.New("no such series")
+
 // metric returns the value of an unlabelled metric (no label parts), or of the first series whose
-// labels contain every label part; -1 when absent.
-func (p *proc) metric(name string, labelParts ...string) float64 {
+// labels contain every label part. A failed scrape is an error; a scrape without the series is
+// errNoSeries.
+func (p *proc) metric(name string, labelParts ...string) (float64, error) {
 	resp, err := http.Get("http://" + p.metrics + "/metrics")
 	if err != nil {
-		return -1
+		return 0, fmt.Errorf("scraping %s: %w", p.name, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("scraping %s: %s", p.name, resp.Status)
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -127,11 +128,25 @@ func (p *proc) metric(name string, labelParts ...string) float64 {
 		}
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			return v
+		if err != nil {
+			return 0, fmt.Errorf("%s: series %q: %w", p.name, line, err)
 		}
+		return v, nil
 	}
-	return -1
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("scraping %s: %w", p.name, err)
+	}
+	return 0, fmt.Errorf("%s%v on %s: %w", name, labelParts, p.name, errNoSeries)
+}
+
+// counter is a counter's value: 0 while it has no series (nothing counted yet); only a failed
+// scrape is an error.
+func (p *proc) counter(name string, labelParts ...string) (float64, error) {
+	v, err := p.metric(name, labelParts...)
+	if errors.Is(err, errNoSeries) {
+		return 0, nil
+	}
+	return v, err
 }
 
 // startAgent writes cfg and runs the agent against the local cluster.
@@ -149,8 +164,7 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 		t.Fatal(err)
 	}
 	out, w := io.Pipe()
-	p.p, err = testenv.StartProcess(agentBin, []string{"--config", path, "--kubeconfig", local.Kubeconfig},
-		[]string{"POD_NAME=" + name}, w, func() { w.Close() })
+	p.p, err = testenv.StartAgent(agentBin, name, path, local.Kubeconfig, w, func() { w.Close() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,17 +180,10 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 	t.Cleanup(func() {
 		p.p.Stop(syscall.SIGKILL, 10*time.Second)
 		if t.Failed() {
-			t.Logf("--- log of %s (last 3000 bytes) ---\n%s", name, tail(p.logs(), 3000))
+			t.Logf("--- log of %s (last 3000 bytes) ---\n%s", name, testenv.Tail(p.logs(), 3000))
 		}
 	})
 	return p
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 // fleet is a management cluster with regional clusters for the process tests.
@@ -206,19 +213,14 @@ func (e *fleetEnv) create(c client.Client, o client.Object) {
 
 // agentConfig is a region's configuration with short leader-election durations.
 func agentConfig(region, suffix, managementKubeconfig string) *config.AgentConfig {
-	return &config.AgentConfig{
-		TypeMeta:   config.TypeMeta(),
-		Region:     region,
-		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig},
-		Shard:      config.ShardConfig{RemoteResourceSuffix: suffix},
-		Resources:  []config.ResourceConfig{{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}},
-		LeaderElection: config.LeaderElectionConfig{
-			LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
-			RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
-			RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
-		},
-		Telemetry: config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: time.Second}},
+	cfg := testenv.TenantAgentConfig(region, suffix, managementKubeconfig)
+	cfg.LeaderElection = config.LeaderElectionConfig{
+		LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
+		RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
+		RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
 	}
+	cfg.Telemetry = config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: time.Second}}
+	return cfg
 }
 
 func (e *fleetEnv) tenant(ns, name string) {
@@ -241,14 +243,7 @@ func (e *fleetEnv) waitLocal(c *testenv.Cluster, ns, name string, timeout time.D
 
 func (e *fleetEnv) eventually(what string, timeout time.Duration, cond func() error) {
 	e.t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		last = cond()
-		return last == nil, nil
-	})
-	if err != nil {
-		e.t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
+	testenv.Eventually(e.t, what, timeout, cond)
 }
 
 // leaderOf waits until exactly one of the processes syncs (holds the shard claim) and returns it.
@@ -259,7 +254,14 @@ func (e *fleetEnv) leaderOf(procs ...*proc) *proc {
 		leader = nil
 		n := 0
 		for _, p := range procs {
-			if p.alive() && p.metric("regionsync_shard_claimed") == 1 {
+			if !p.alive() {
+				continue
+			}
+			v, err := p.metric("regionsync_shard_claimed")
+			if err != nil {
+				return err
+			}
+			if v == 1 {
 				leader, n = p, n+1
 			}
 		}
@@ -284,7 +286,10 @@ func TestLeaderFailover(t *testing.T) {
 
 	leader := e.leaderOf(procs...)
 	for _, p := range procs {
-		written := p.metric("regionsync_syncs_total", `result="written"`)
+		written, err := p.counter("regionsync_syncs_total", `result="written"`)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if p != leader && written > 0 {
 			t.Fatalf("standby %s wrote: regionsync_syncs_total{result=written} = %v", p.name, written)
 		}
@@ -337,8 +342,8 @@ func TestShardConflicts(t *testing.T) {
 	b := startAgent(t, "fleet-b", second, cfg)
 	overlap := startAgent(t, "east-1", second, agentConfig("east-1", "-east-1", e.management.Kubeconfig))
 	e.eventually("the second fleet reports the conflict", 30*time.Second, func() error {
-		if v := b.metric("regionsync_shard_conflict", `reason="HeldByOtherFleet"`); v != 1 {
-			return fmt.Errorf("shard_conflict{HeldByOtherFleet} = %v", v)
+		if v, err := b.metric("regionsync_shard_conflict", `reason="`+regionsyncv1alpha1.ReasonHeldByOtherFleet+`"`); err != nil || v != 1 {
+			return fmt.Errorf("shard_conflict{HeldByOtherFleet} = %v (%v)", v, err)
 		}
 		if !strings.Contains(b.logs(), "another fleet syncs region us-east-1") {
 			return fmt.Errorf("log does not say why")
@@ -346,15 +351,15 @@ func TestShardConflicts(t *testing.T) {
 		return nil
 	})
 	e.eventually("the overlapping shard refuses and names the collision", 30*time.Second, func() error {
-		if v := overlap.metric("regionsync_shard_conflict", `reason="ShardOverlap"`); v != 1 {
-			return fmt.Errorf("shard_conflict{ShardOverlap} = %v", v)
+		if v, err := overlap.metric("regionsync_shard_conflict", `reason="`+regionsyncv1alpha1.ReasonShardOverlap+`"`); err != nil || v != 1 {
+			return fmt.Errorf("shard_conflict{ShardOverlap} = %v (%v)", v, err)
 		}
 		r := &regionsyncv1alpha1.Region{}
 		if err := e.management.Client.Get(e.ctx, client.ObjectKey{Name: "east-1"}, r); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(r.Status.Conditions, regionsyncv1alpha1.ConditionShardClaimed)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ShardOverlap" || !strings.Contains(c.Message, "region us-east-1") {
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != regionsyncv1alpha1.ReasonShardOverlap || !strings.Contains(c.Message, "region us-east-1") {
 			return fmt.Errorf("ShardClaimed condition %+v", c)
 		}
 		return nil
@@ -364,7 +369,11 @@ func TestShardConflicts(t *testing.T) {
 		t.Fatalf("a refused agent copied an object: %v", err)
 	}
 	for _, p := range []*proc{b, overlap} {
-		if w := p.metric("regionsync_syncs_total", `result="written"`); w > 0 {
+		w, err := p.counter("regionsync_syncs_total", `result="written"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w > 0 {
 			t.Fatalf("%s wrote %v times without the claim", p.name, w)
 		}
 	}
@@ -420,8 +429,8 @@ func TestRegionStatusAndManagementOutage(t *testing.T) {
 		}
 		return nil
 	})
-	if v := p.metric("regionsync_objects", `state="synced"`); v != 3 {
-		t.Fatalf("regionsync_objects{state=synced} = %v, want 3", v)
+	if v, err := p.metric("regionsync_objects", `state="synced"`); err != nil || v != 3 {
+		t.Fatalf("regionsync_objects{state=synced} = %v (%v), want 3", v, err)
 	}
 
 	// Management down: liveness stays 200, the process stays up, copies stay.
@@ -435,8 +444,8 @@ func TestRegionStatusAndManagementOutage(t *testing.T) {
 	if !p.alive() {
 		t.Fatal("agent exited while management was down")
 	}
-	if v := p.metric("regionsync_management_connected"); v != 0 {
-		t.Fatalf("regionsync_management_connected = %v with management down", v)
+	if v, err := p.metric("regionsync_management_connected"); err != nil || v != 0 {
+		t.Fatalf("regionsync_management_connected = %v (%v) with management down", v, err)
 	}
 	for i := range 3 {
 		if err := local.Client.Get(e.ctx, client.ObjectKey{Namespace: "acme", Name: fmt.Sprintf("t%d", i)}, &demov1alpha1.Tenant{}); err != nil {
@@ -476,7 +485,7 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "reject-tenants"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr(admissionregistrationv1.Fail),
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
@@ -505,7 +514,7 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	})
 
 	cfg := agentConfig("ap-southeast-1", "-ap", e.management.Kubeconfig)
-	cfg.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr(0.5), MinObjects: ptr(0)}
+	cfg.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr.To(0.5), MinObjects: ptr.To(0)}
 	p := startAgent(t, "ap-replica", local, cfg)
 	for _, n := range []string{"a", "b"} {
 		e.tenant("team-"+n, n+"-ap")
@@ -528,15 +537,15 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 			if strings.HasPrefix(c.parts[1], "state=") {
 				name = "regionsync_objects"
 			}
-			if v := p.metric(name, c.parts...); v != c.want {
-				return fmt.Errorf("%s%v = %v, want %v", name, c.parts, v, c.want)
+			if v, err := p.metric(name, c.parts...); err != nil || v != c.want {
+				return fmt.Errorf("%s%v = %v (%v), want %v", name, c.parts, v, err, c.want)
 			}
 		}
-		if v := p.metric("regionsync_watch_to_write_seconds_count", kind, `write="create local"`); v != 2 {
-			return fmt.Errorf("watch-to-write lag observations for create local = %v, want 2", v)
+		if v, err := p.metric("regionsync_watch_to_write_seconds_count", kind, `write="create local"`); err != nil || v != 2 {
+			return fmt.Errorf("watch-to-write lag observations for create local = %v (%v), want 2", v, err)
 		}
-		if v := p.metric("regionsync_management_connected"); v != 1 {
-			return fmt.Errorf("management_connected = %v", v)
+		if v, err := p.metric("regionsync_management_connected"); err != nil || v != 1 {
+			return fmt.Errorf("management_connected = %v (%v)", v, err)
 		}
 		return nil
 	})
@@ -545,11 +554,11 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-r"}})
 	e.create(e.management.Client, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "team-r", Name: "r-ap"}, Spec: demov1alpha1.TenantSpec{DisplayName: "reject-me"}})
 	e.eventually("error metrics", 30*time.Second, func() error {
-		if v := p.metric("regionsync_syncs_total", kind, `direction="down"`, `result="error"`); v < 1 {
-			return fmt.Errorf("down errors = %v", v)
+		if v, err := p.metric("regionsync_syncs_total", kind, `direction="down"`, `result="error"`); err != nil || v < 1 {
+			return fmt.Errorf("down errors = %v (%v)", v, err)
 		}
-		if v := p.metric("regionsync_objects", kind, `state="failed"`); v != 1 {
-			return fmt.Errorf("failed objects = %v", v)
+		if v, err := p.metric("regionsync_objects", kind, `state="failed"`); err != nil || v != 1 {
+			return fmt.Errorf("failed objects = %v (%v)", v, err)
 		}
 		return nil
 	})
@@ -571,11 +580,11 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	}
 	p = startAgent(t, "ap-replica-2", local, cfg)
 	e.eventually("hold metrics", 60*time.Second, func() error {
-		if v := p.metric("regionsync_deletions_held", kind); v != 2 {
-			return fmt.Errorf("deletions_held = %v, want 2", v)
+		if v, err := p.metric("regionsync_deletions_held", kind); err != nil || v != 2 {
+			return fmt.Errorf("deletions_held = %v (%v), want 2", v, err)
 		}
-		if v := p.metric("regionsync_syncs_total", kind, `direction="delete"`, `result="held"`); v < 2 {
-			return fmt.Errorf("held deletes = %v", v)
+		if v, err := p.metric("regionsync_syncs_total", kind, `direction="delete"`, `result="held"`); err != nil || v < 2 {
+			return fmt.Errorf("held deletes = %v (%v)", v, err)
 		}
 		return nil
 	})
@@ -585,5 +594,3 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

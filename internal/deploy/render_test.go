@@ -22,7 +22,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -173,7 +173,7 @@ func TestManagementOverlays(t *testing.T) {
 				t.Errorf("region status names %v", got)
 			}
 			lease := Find(objs, "Role", "regionsync-region-"+region+"-lease")
-			if lease == nil || nested(lease, "rules").([]any)[0].(map[string]any)["resourceNames"].([]any)[0] != shard.LeaseName(region) {
+			if lease == nil || nested(lease, "rules").([]any)[0].(map[string]any)["resourceNames"].([]any)[0] != claim.LeaseName(region) {
 				t.Errorf("lease role %v", lease)
 			}
 		})
@@ -340,20 +340,20 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	lease := func(name string) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "regionsync-system", Name: name}}
 	}
-	denied("create another region's Lease", us.Create(ctx, lease(shard.LeaseName("eu"))))
+	denied("create another region's Lease", us.Create(ctx, lease(claim.LeaseName("eu"))))
 	denied("create a Lease of another name", us.Create(ctx, lease("squatter")))
-	withRegistered := lease(shard.LeaseName("us"))
-	withRegistered.Annotations = map[string]string{shard.RegisteredAnnotation: time.Now().UTC().Format(time.RFC3339Nano)}
+	withRegistered := lease(claim.LeaseName("us"))
+	withRegistered.Annotations = map[string]string{claim.RegisteredAnnotation: time.Now().UTC().Format(time.RFC3339Nano)}
 	denied("create its Lease already registered", us.Create(ctx, withRegistered))
-	ownLease := lease(shard.LeaseName("us"))
+	ownLease := lease(claim.LeaseName("us"))
 	allowed("create its own Lease", us.Create(ctx, ownLease))
 	old := ownLease.DeepCopy()
-	old.Annotations = map[string]string{shard.RegisteredAnnotation: "2001-01-01T00:00:00Z"}
+	old.Annotations = map[string]string{claim.RegisteredAnnotation: "2001-01-01T00:00:00Z"}
 	denied("register its Lease before it existed", us.Update(ctx, old))
-	ownLease.Annotations = map[string]string{shard.RegisteredAnnotation: time.Now().UTC().Format(time.RFC3339Nano)}
+	ownLease.Annotations = map[string]string{claim.RegisteredAnnotation: time.Now().UTC().Format(time.RFC3339Nano)}
 	allowed("register its Lease", us.Update(ctx, ownLease))
 	moved := ownLease.DeepCopy()
-	moved.Annotations[shard.RegisteredAnnotation] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	moved.Annotations[claim.RegisteredAnnotation] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	denied("change its registration", us.Update(ctx, moved))
 	ownLease.Spec.HolderIdentity = ptrTo("us-replica-0")
 	allowed("renew its Lease", us.Update(ctx, ownLease))

@@ -1,6 +1,6 @@
-// Package health publishes a region's health: the Region status on the management cluster
-// (written by the leader while it holds the region's shard Lease) and the local cluster ID that
-// identifies the fleet.
+// Package health is a region's health: the agent's liveness and readiness probes, the Region
+// status on the management cluster (written by the leader while it holds the region's shard
+// Lease) and the local cluster ID that identifies the fleet.
 package health
 
 import (
@@ -18,7 +18,9 @@ import (
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // ClusterID returns the UID of the cluster's kube-system namespace, the conventional cluster ID.
@@ -33,7 +35,7 @@ func ClusterID(ctx context.Context, c client.Reader) (string, error) {
 // Sources are what the reporter reads the region's health from.
 type Sources struct {
 	ManagementConnected func() bool
-	Claim               func() shard.ClaimState
+	Claim               func() claim.State
 	Stats               func() []syncer.Stats
 	// LocalReady reports whether the local caches are synced.
 	LocalReady func() bool
@@ -51,7 +53,7 @@ type Reporter struct {
 	Sources                                Sources
 
 	MinInterval time.Duration // default 2s
-	Refresh     time.Duration // default 30s
+	Refresh     time.Duration // default config.DefaultHeartbeatInterval
 	Log         logr.Logger
 
 	lastWritten *regionsyncv1alpha1.RegionStatus
@@ -67,7 +69,7 @@ func (r *Reporter) Run(ctx context.Context) {
 		r.MinInterval = 2 * time.Second
 	}
 	if r.Refresh == 0 {
-		r.Refresh = 30 * time.Second
+		r.Refresh = config.DefaultHeartbeatInterval
 	}
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -108,7 +110,7 @@ func (r *Reporter) report(ctx context.Context, now time.Time) error {
 	status := r.desired(region.Status.Conditions)
 	status.HeartbeatTime = &metav1.Time{Time: now}
 	region.Status = status
-	if err := r.Client.Status().Update(ctx, region, client.FieldOwner("regionsync")); err != nil {
+	if err := r.Client.Status().Update(ctx, region, client.FieldOwner(shard.FieldManager)); err != nil {
 		return fmt.Errorf("updating Region %s status: %w", r.Region, err)
 	}
 	r.lastWritten, r.lastWrite = status.DeepCopy(), now
@@ -162,31 +164,31 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg})
 	}
 	if connected {
-		set(regionsyncv1alpha1.ConditionManagementConnected, true, "Connected", "the management API server answers")
+		set(regionsyncv1alpha1.ConditionManagementConnected, true, regionsyncv1alpha1.ReasonConnected, "the management API server answers")
 	} else {
-		set(regionsyncv1alpha1.ConditionManagementConnected, false, "Unreachable", "the management API server does not answer; local copies are kept")
+		set(regionsyncv1alpha1.ConditionManagementConnected, false, regionsyncv1alpha1.ReasonUnreachable, "the management API server does not answer; local copies are kept")
 	}
 	set(regionsyncv1alpha1.ConditionShardClaimed, claim.Syncing, claim.Reason, claim.Message)
 	synced := claim.Syncing && bad == 0 && (r.Sources.LocalReady == nil || r.Sources.LocalReady())
 	if synced {
-		set(regionsyncv1alpha1.ConditionSynced, true, "Synced", "every object of the shard is in sync or paused")
+		set(regionsyncv1alpha1.ConditionSynced, true, regionsyncv1alpha1.ReasonSynced, "every object of the shard is in sync or paused")
 	} else {
-		set(regionsyncv1alpha1.ConditionSynced, false, "NotSynced", fmt.Sprintf("%d objects pending, failed or invalid", bad))
+		set(regionsyncv1alpha1.ConditionSynced, false, regionsyncv1alpha1.ReasonNotSynced, fmt.Sprintf("%d objects pending, failed or invalid", bad))
 	}
 	if held > 0 {
-		set(regionsyncv1alpha1.ConditionDeletionsHeld, true, "BudgetExceeded",
+		set(regionsyncv1alpha1.ConditionDeletionsHeld, true, regionsyncv1alpha1.ReasonBudgetExceeded,
 			fmt.Sprintf("%d local deletions are held by the deletion budget; see DeletionHeld events", held))
 	} else {
-		set(regionsyncv1alpha1.ConditionDeletionsHeld, false, "NoneHeld", "no deletion is held")
+		set(regionsyncv1alpha1.ConditionDeletionsHeld, false, regionsyncv1alpha1.ReasonNoneHeld, "no deletion is held")
 	}
 	ready := connected && claim.Syncing && synced && held == 0
 	switch {
 	case ready:
-		set(regionsyncv1alpha1.ConditionReady, true, "Ready", "the region is in sync")
+		set(regionsyncv1alpha1.ConditionReady, true, regionsyncv1alpha1.ReasonReady, "the region is in sync")
 	case !claim.Syncing:
 		set(regionsyncv1alpha1.ConditionReady, false, claim.Reason, claim.Message)
 	default:
-		set(regionsyncv1alpha1.ConditionReady, false, "NotReady", "see the other conditions")
+		set(regionsyncv1alpha1.ConditionReady, false, regionsyncv1alpha1.ReasonNotReady, "see the other conditions")
 	}
 	return st
 }

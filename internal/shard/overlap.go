@@ -33,11 +33,7 @@ func DefinitionOf(cfg *config.AgentConfig) Definition {
 		LabelSelector:         cfg.Shard.LabelSelector,
 	}
 	for _, r := range cfg.Resources {
-		k := r.Kind
-		if r.Group != "" {
-			k += "." + r.Group
-		}
-		d.Kinds = append(d.Kinds, k)
+		d.Kinds = append(d.Kinds, KindName(GVK(r)))
 	}
 	slices.Sort(d.Kinds)
 	return d

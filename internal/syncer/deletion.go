@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -154,9 +155,9 @@ func (r *Reconciler) ownsNamespace(ns *corev1.Namespace, local *unstructured.Uns
 func (r *Reconciler) aloneInNamespace(ctx context.Context, local *unstructured.Unstructured) (bool, error) {
 	for _, gvk := range r.ManagedKinds {
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		list.SetGroupVersionKind(shard.ListGVK(gvk))
 		if err := r.Local.List(ctx, list, client.InNamespace(local.GetNamespace()), client.MatchingLabels{r.Keys.Region: r.Region}); err != nil {
-			return false, fmt.Errorf("listing local %s in %s: %w", KindName(gvk), local.GetNamespace(), err)
+			return false, fmt.Errorf("listing local %s in %s: %w", shard.KindName(gvk), local.GetNamespace(), err)
 		}
 		for i := range list.Items {
 			if list.Items[i].GetUID() != local.GetUID() {
@@ -171,7 +172,7 @@ func (r *Reconciler) aloneInNamespace(ctx context.Context, local *unstructured.U
 // management cache does not hold.
 func (r *Reconciler) countOrphans(ctx context.Context) (orphans, managed int, err error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(r.GVK.GroupVersion().WithKind(r.GVK.Kind + "List"))
+	list.SetGroupVersionKind(shard.ListGVK(r.GVK))
 	if err := r.Local.List(ctx, list, client.MatchingLabels{r.Keys.Region: r.Region}); err != nil {
 		return 0, 0, err
 	}

@@ -3,11 +3,9 @@ package syncer_test
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"fmt"
-	"github.com/go-logr/logr"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"os"
 	"strings"
@@ -16,13 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -58,44 +60,54 @@ func TestMain(m *testing.M) {
 		ctrl.SetLogger(logr.Discard())
 		klog.SetLogger(logr.Discard())
 	}
+	code := m.Run()
+	stopFleet()
+	os.Exit(code)
+}
+
+var (
+	fleetOnce sync.Once
+	fleetErr  error
+	// stopFleet stops the shared clusters, if they were started.
+	stopFleet = func() {}
+)
+
+// needFleet starts the shared clusters on the first integration test that needs them: the
+// pure-logic tests and the fuzzers start no API server (under make test-unit and make fuzz, a
+// test that needs them fails: see testenv.NoControlPlaneEnv).
+func needFleet(tb testing.TB) {
+	tb.Helper()
+	fleetOnce.Do(func() { fleetErr = startFleet() })
+	if fleetErr != nil {
+		tb.Fatalf("starting the shared test clusters: %v", fleetErr)
+	}
+}
+
+// startFleet starts the management and regional clusters and the region's tenant operator.
+func startFleet() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	var err error
-	fleet, err = testenv.Start(ctx, []string{"management", "region"}, testenv.Options{})
+	f, err := testenv.Start(ctx, []string{"management", "region"}, testenv.Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		cancel()
+		return err
+	}
+	fleet = f
+	stopFleet = func() {
+		cancel()
+		if err := fleet.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 	}
 	management, region = fleet.Cluster("management"), fleet.Cluster("region")
 	// Shard Leases live in this management namespace.
 	if err := management.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
 	}
 	// The region runs the demo tenant operator, unaware of regionsync, as a real region would.
-	mgr, err := ctrl.NewManager(region.Config, ctrl.Options{
-		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: ctrlconfig.Controller{SkipNameValidation: ptr(true)},
-	})
-	if err == nil {
-		// The operator continues traces; its spans are recorded in memory for the trace tests.
-		tp, _, _ := tracer.NewTestTracerProvider(operatorSpans, tracer.Identity{ServiceName: "tenant-operator", Region: "region"})
-		err = (&tenantoperator.Reconciler{Client: mgr.GetClient(), Region: "region",
-			Tracer: tp.Tracer("tenant-operator"), TraceAnnotation: tenantoperator.DefaultTraceAnnotation}).SetupWithManager(mgr)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := fleet.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	// It continues traces; its spans are recorded in memory for the trace tests.
+	tp, _, _ := tracer.NewTestTracerProvider(operatorSpans, tracer.Identity{ServiceName: "tenant-operator", Region: "region"})
+	return testenv.StartTenantOperator(ctx, region.Config, "region", tp.Tracer("tenant-operator"))
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // writeCounter counts the successful API writes (create, update, patch, delete) a client makes,
 // leaving out Events and Leases, which are bookkeeping, not sync writes.
@@ -179,24 +191,17 @@ func withProxy(down bool) envOption {
 // newEnv configures an agent for this test (Tenants, the tenant-token secret) and starts it.
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
+	needFleet(t)
 	setup := envSetup{}
 	for _, o := range opts {
 		o(&setup)
 	}
 	n := testSeq.Add(1)
 	name := fmt.Sprintf("t%02d", n)
-	cfg := &config.AgentConfig{
-		TypeMeta:   metav1.TypeMeta{APIVersion: config.APIVersion, Kind: config.Kind},
-		Region:     "region-" + name,
-		Management: config.ManagementConfig{Kubeconfig: "unused-in-process"},
-		Shard:      config.ShardConfig{RemoteResourceSuffix: "-" + name},
-		Resources: []config.ResourceConfig{{
-			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant",
-			Secrets: []string{tenantoperator.TokenSecretName},
-		}},
-		LeaderElection: config.LeaderElectionConfig{Enabled: ptr(false)},
-		Telemetry:      config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"},
-	}
+	cfg := testenv.TenantAgentConfig("region-"+name, "-"+name, "unused-in-process")
+	cfg.Resources[0].Secrets = []string{tenantoperator.TokenSecretName}
+	cfg.LeaderElection = config.LeaderElectionConfig{Enabled: ptr.To(false)}
+	cfg.Telemetry = config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"}
 	if setup.edit != nil {
 		setup.edit(cfg)
 	}
@@ -271,7 +276,7 @@ func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.Tr
 		Cache:                  regionsync.LocalCacheOptions(opts),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr(true)},
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return nil, nil, nil, err
@@ -344,14 +349,7 @@ func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tena
 // eventually polls cond until it returns nil, failing the test with its last error after 30s.
 func (e *env) eventually(what string, cond func() error) {
 	e.t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		last = cond()
-		return last == nil, nil
-	})
-	if err != nil {
-		e.t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
+	testenv.Eventually(e.t, what, 30*time.Second, cond)
 }
 
 // never checks that cond stays false for d.
@@ -404,10 +402,10 @@ func (e *env) waitSynced(ns, name string) (remote, local *demov1alpha1.Tenant) {
 }
 
 // events returns the reasons of the events regarding an object on a cluster.
-func events(ctx context.Context, c client.Client, ns, name string) []string {
+func events(ctx context.Context, c client.Client, ns, name string) ([]string, error) {
 	list := &eventsv1.EventList{}
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return nil
+		return nil, fmt.Errorf("listing events in %s: %w", ns, err)
 	}
 	var out []string
 	for _, ev := range list.Items {
@@ -415,17 +413,19 @@ func events(ctx context.Context, c client.Client, ns, name string) []string {
 			out = append(out, ev.Reason)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (e *env) waitEvent(c client.Client, ns, name, reason string) {
 	e.t.Helper()
 	e.eventually("event "+reason+" on "+ns+"/"+name, func() error {
-		for _, r := range events(e.ctx, c, ns, name) {
-			if r == reason {
-				return nil
-			}
+		reasons, err := events(e.ctx, c, ns, name)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("events so far: %v", events(e.ctx, c, ns, name))
+		if slices.Contains(reasons, reason) {
+			return nil
+		}
+		return fmt.Errorf("events so far: %v", reasons)
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/regionsync/regionsync/internal/shard"
 )
 
 // typedCacheReader lets the engine, which works on unstructured objects, read kinds the host
@@ -55,11 +57,11 @@ func (t typedCacheReader) List(ctx context.Context, list client.ObjectList, opts
 	}
 	obj, err := t.scheme.New(listGVK)
 	if err != nil {
-		return fmt.Errorf("typed list of %s: %w", KindName(gvk), err)
+		return fmt.Errorf("typed list of %s: %w", shard.KindName(gvk), err)
 	}
 	typedList, ok := obj.(client.ObjectList)
 	if !ok {
-		return fmt.Errorf("typed list of %s is not a list", KindName(gvk))
+		return fmt.Errorf("typed list of %s is not a list", shard.KindName(gvk))
 	}
 	if err := t.reader.List(ctx, typedList, opts...); err != nil {
 		return err
@@ -79,13 +81,18 @@ func (t typedCacheReader) List(ctx context.Context, list client.ObjectList, opts
 }
 
 func (t typedCacheReader) newTyped(gvk schema.GroupVersionKind) (client.Object, error) {
-	obj, err := t.scheme.New(gvk)
+	return newTypedObject(t.scheme, gvk)
+}
+
+// newTypedObject is a new object of the Go type that s registers for gvk.
+func newTypedObject(s *runtime.Scheme, gvk schema.GroupVersionKind) (client.Object, error) {
+	obj, err := s.New(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("typed %s: %w", KindName(gvk), err)
+		return nil, fmt.Errorf("typed %s: %w", shard.KindName(gvk), err)
 	}
 	o, ok := obj.(client.Object)
 	if !ok {
-		return nil, fmt.Errorf("typed %s is not a client.Object", KindName(gvk))
+		return nil, fmt.Errorf("typed %s is not a client.Object", shard.KindName(gvk))
 	}
 	return o, nil
 }
@@ -96,7 +103,7 @@ func (t typedCacheReader) newTyped(gvk schema.GroupVersionKind) (client.Object, 
 func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind, out *unstructured.Unstructured) error {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return fmt.Errorf("converting %s: %w", KindName(gvk), err)
+		return fmt.Errorf("converting %s: %w", shard.KindName(gvk), err)
 	}
 	for k, v := range m {
 		if sub, ok := v.(map[string]any); ok && len(sub) == 0 && k != "metadata" {

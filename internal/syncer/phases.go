@@ -14,10 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -72,7 +74,7 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 	updated := remote.DeepCopy()
 	updated.Object["status"] = deepCopyJSON(status)
 	err := r.write(ctx, sideManagement, "upload status", remote, func(ctx context.Context) error {
-		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(FieldManager))
+		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
 		r.count(telemetry.DirectionUp, telemetry.ResultError)
@@ -156,11 +158,11 @@ func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructur
 	if !metav1.IsControlledBy(target, remote) {
 		target.OwnerReferences = append(target.OwnerReferences, metav1.OwnerReference{
 			APIVersion: remote.GetAPIVersion(), Kind: remote.GetKind(), Name: remote.GetName(), UID: remote.GetUID(),
-			Controller: ptrTo(true),
+			Controller: ptr.To(true),
 		})
 	}
 	err := r.write(ctx, sideManagement, "upload secret", target, func(ctx context.Context) error {
-		return r.Remote.Update(ctx, target, client.FieldOwner(FieldManager))
+		return r.Remote.Update(ctx, target, client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
 		r.countSecret(telemetry.ResultError)
@@ -250,7 +252,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, remote *unstructured.U
 			Annotations: map[string]string{r.Keys.Owner: localKey.Name, r.Keys.OwnerKind: r.Name()},
 		}}
 		err := r.write(ctx, sideLocal, "create namespace", ns, func(ctx context.Context) error {
-			return r.Local.Create(ctx, ns, client.FieldOwner(FieldManager))
+			return r.Local.Create(ctx, ns, client.FieldOwner(shard.FieldManager))
 		})
 		if apierrors.IsAlreadyExists(err) {
 			return false, ctrl.Result{}, nil // someone else just created it: not ours
@@ -332,7 +334,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		}
 		r.setTraceparent(ctx, desired)
 		err = r.write(ctx, sideLocal, "apply local", desired, func(ctx context.Context) error {
-			return r.Local.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldManager), client.ForceOwnership)
+			return r.Local.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(shard.FieldManager), client.ForceOwnership)
 		})
 		out = desired
 	default:
@@ -344,11 +346,11 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		r.setTraceparent(ctx, out)
 		if live == nil {
 			err = r.write(ctx, sideLocal, "create local", out, func(ctx context.Context) error {
-				return r.Local.Create(ctx, out, client.FieldOwner(FieldManager))
+				return r.Local.Create(ctx, out, client.FieldOwner(shard.FieldManager))
 			})
 		} else {
 			err = r.write(ctx, sideLocal, "update local", out, func(ctx context.Context) error {
-				return r.Local.Update(ctx, out, client.FieldOwner(FieldManager))
+				return r.Local.Update(ctx, out, client.FieldOwner(shard.FieldManager))
 			})
 		}
 	}
@@ -387,7 +389,7 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 		return err
 	}
 	err = r.write(ctx, sideManagement, "patch generations", remote, func(ctx context.Context) error {
-		return r.Remote.Patch(ctx, remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager))
+		return r.Remote.Patch(ctx, remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
 		r.count(telemetry.DirectionMeta, telemetry.ResultError)
@@ -416,5 +418,3 @@ func (r *Reconciler) setTraceparent(ctx context.Context, obj *unstructured.Unstr
 	a[r.Keys.TraceParent] = tp
 	obj.SetAnnotations(a)
 }
-
-func ptrTo[T any](v T) *T { return &v }

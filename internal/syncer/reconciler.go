@@ -33,9 +33,6 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// FieldManager is the field manager of every write the agent makes (server-side apply included).
-const FieldManager = "regionsync"
-
 // Reconciler syncs one resource kind between the management cluster and the local cluster.
 type Reconciler struct {
 	// Resource is the kind's configuration; GVK its group, version and kind.
@@ -101,15 +98,7 @@ type uploadKey struct {
 }
 
 // Name is the kind's dotted name, used for the controller, metrics and logs ("Tenant.demo.regionsync.dev").
-func (r *Reconciler) Name() string { return KindName(r.GVK) }
-
-// KindName is the dotted name of a kind ("Tenant.demo.regionsync.dev", "ConfigMap" for core).
-func KindName(gvk schema.GroupVersionKind) string {
-	if gvk.Group == "" {
-		return gvk.Kind
-	}
-	return gvk.Kind + "." + gvk.Group
-}
+func (r *Reconciler) Name() string { return shard.KindName(r.GVK) }
 
 func (r *Reconciler) newObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
@@ -139,13 +128,13 @@ func (r *Reconciler) Stats() Stats {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	defer func() { telemetry.SyncDuration.WithLabelValues(r.Name()).Observe(time.Since(start).Seconds()) }()
-	state := StateSynced
+	s := &scope{req: req, state: StateSynced}
 	// Taken first, whatever the pass does, so that no request leaves its event time behind.
 	eventAt := r.takeEventTime(req)
-	result, err := r.reconcile(ctx, eventAt, req, &state)
-	final := finalState(state, result, err)
+	result, err := r.reconcile(ctx, eventAt, s)
+	final := finalState(s.state, result, err)
 	r.states.set(req.NamespacedName, final)
-	if final == "" { // gone: forget what was remembered about it
+	if final == stateGone { // forget what was remembered about it
 		r.patched.Delete(req.NamespacedName)
 		for _, name := range r.Resource.Secrets {
 			r.uploaded.Delete(uploadKey{remote: req.NamespacedName, secret: name})
@@ -155,9 +144,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // finalState is the object's state after a pass that stopped in state with result and err.
-func finalState(state string, result ctrl.Result, err error) string {
+func finalState(state ObjectState, result ctrl.Result, err error) ObjectState {
 	switch {
-	case state == "" || state == StatePaused || state == StateInvalid:
+	case state == stateGone || state == StatePaused || state == StateInvalid:
 		return state
 	case err != nil:
 		return StateFailed
@@ -167,106 +156,220 @@ func finalState(state string, result ctrl.Result, err error) string {
 	return state
 }
 
-// reconcile runs the phases; it sets *state to "" when the object no longer belongs to the
-// shard's live objects, or to the paused, invalid or pending state where it stops.
-func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, req ctrl.Request, state *string) (result ctrl.Result, err error) {
-	log := r.Log.WithValues("remote", req.NamespacedName)
-	ctx = logr.NewContext(ctx, log)
+// scope is what one reconcile knows about a remote object and its local copy. The phases read
+// and update it in order; each sets state when the pass stops there in a state other than synced.
+type scope struct {
+	req ctrl.Request
+	// localKey is where the copy lives; mapErr why the object has no valid local name.
+	localKey types.NamespacedName
+	mapErr   error
+	// remote is the management object, nil when it is gone.
+	remote *unstructured.Unstructured
+	// local is the marked copy, nil when there is none. unmarked is an object at the mapped name
+	// that carries no mark: never a copy (a host's cache is not filtered to marked objects), it
+	// goes to the adoption rules in specDown and until then is never written, deleted, or read
+	// for status and secrets.
+	local, unmarked *unstructured.Unstructured
 
-	localKey, mapErr := r.Mapper.ToLocal(req.NamespacedName)
-	if errors.Is(mapErr, shard.ErrNotInShard) {
-		*state = ""
-		return ctrl.Result{}, nil
+	state  ObjectState
+	result ctrl.Result
+	// secretsErr is a failed secret upload: it does not hold back the phases after it, and is
+	// returned with whatever they return.
+	secretsErr error
+}
+
+// A phase is one step of a reconcile. It returns done when the pass ends with it (an error ends
+// it too); the pass's result is s.result.
+type phase func(r *Reconciler, ctx context.Context, s *scope) (done bool, err error)
+
+// readPhases read both sides. Only an object that maps to a valid local name and is in the shard
+// gets past them.
+var readPhases = []phase{
+	(*Reconciler).mapToLocal,
+	(*Reconciler).readRemote,
+	(*Reconciler).skipUnmappable,
+	(*Reconciler).readLocal,
+}
+
+// syncPhases act on what was read, in the order that keeps both sides safe: deletion paths
+// first, then claim, status up, secrets up, spec down, generations.
+var syncPhases = []phase{
+	(*Reconciler).deleteOrphan,
+	(*Reconciler).skipPaused,
+	(*Reconciler).followRemoteDeletion,
+	(*Reconciler).claimPhase,
+	(*Reconciler).statusUpPhase,
+	(*Reconciler).secretsUpPhase,
+	(*Reconciler).specDownPhase,
+	(*Reconciler).generationsPhase,
+}
+
+// reconcile runs the read phases, then records the pass (and traces it) and runs the sync phases.
+func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, s *scope) (result ctrl.Result, err error) {
+	log := r.Log.WithValues("remote", s.req.NamespacedName)
+	ctx = logr.NewContext(ctx, log)
+	if done, err := r.run(ctx, s, readPhases); done || err != nil {
+		return s.result, err
 	}
-	remote := r.newObject()
-	if err := r.Remote.Get(ctx, req.NamespacedName, remote); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("reading remote %s: %w", req.NamespacedName, err)
+	ctx = logr.NewContext(ctx, log.WithValues("local", s.localKey))
+	ctx, end := r.beginPass(ctx, eventAt, s.req, s.remote, s.local, s.localKey)
+	defer func() { end(finalState(s.state, result, err)) }()
+	_, err = r.run(ctx, s, syncPhases)
+	return s.result, err
+}
+
+// run runs phases in order until one is done or fails; a failed secret upload is returned with
+// what comes after it.
+func (r *Reconciler) run(ctx context.Context, s *scope, phases []phase) (done bool, err error) {
+	for _, p := range phases {
+		if done, err = p(r, ctx, s); done || err != nil {
+			break
 		}
-		remote = nil
 	}
+	if s.secretsErr != nil {
+		err = errors.Join(err, s.secretsErr)
+	}
+	return done, err
+}
+
+// mapToLocal maps the remote name to the local one; an object outside the shard is gone.
+func (r *Reconciler) mapToLocal(_ context.Context, s *scope) (bool, error) {
+	s.localKey, s.mapErr = r.Mapper.ToLocal(s.req.NamespacedName)
+	if errors.Is(s.mapErr, shard.ErrNotInShard) {
+		s.state = stateGone
+		return true, nil
+	}
+	return false, nil
+}
+
+// readRemote reads the remote object from the management cache; nil when it is gone.
+func (r *Reconciler) readRemote(ctx context.Context, s *scope) (bool, error) {
+	s.remote = r.newObject()
+	if err := r.Remote.Get(ctx, s.req.NamespacedName, s.remote); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return true, fmt.Errorf("reading remote %s: %w", s.req.NamespacedName, err)
+		}
+		s.remote = nil
+	}
+	return false, nil
+}
+
+// skipUnmappable reports an object without a valid local name (an invalid mapping, or a local
+// namespace regionsync never writes) and ends the pass: a bad input is never retried, and every
+// other object goes on.
+func (r *Reconciler) skipUnmappable(ctx context.Context, s *scope) (bool, error) {
 	reason := ReasonInvalidMapping
-	if mapErr == nil && r.ProtectedNamespaces.Has(localKey.Namespace) {
+	if s.mapErr == nil && r.ProtectedNamespaces.Has(s.localKey.Namespace) {
 		// Namespace scope: whatever the shard says, nothing is created, written or deleted in
 		// the region's system namespaces, the agent's own, or the excluded ones.
 		reason = ReasonProtectedNamespace
-		mapErr = fmt.Errorf("%s maps to local namespace %s, which regionsync never writes (system, agent or excluded namespace)",
-			req.NamespacedName, localKey.Namespace)
+		s.mapErr = fmt.Errorf("%s maps to local namespace %s, which regionsync never writes (system, agent or excluded namespace)",
+			s.req.NamespacedName, s.localKey.Namespace)
 	}
-	if mapErr != nil {
-		if remote == nil { // an invalid object was deleted: nothing to report any more
-			*state = ""
-			return ctrl.Result{}, nil
-		}
-		// A bad input: report it, never retry it, and let every other object go on.
-		*state = StateInvalid
-		r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
-		log.Info("object skipped", "reason", reason, "error", mapErr.Error())
-		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, reason, "Sync", "%v", mapErr)
-		return ctrl.Result{}, nil
+	if s.mapErr == nil {
+		return false, nil
 	}
-	log = log.WithValues("local", localKey)
-	ctx = logr.NewContext(ctx, log)
+	if s.remote == nil { // an invalid object was deleted: nothing to report any more
+		s.state = stateGone
+		return true, nil
+	}
+	s.state = StateInvalid
+	r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
+	logr.FromContextOrDiscard(ctx).Info("object skipped", "reason", reason, "error", s.mapErr.Error())
+	r.RemoteEvents.Eventf(s.remote, nil, corev1.EventTypeWarning, reason, "Sync", "%v", s.mapErr)
+	return true, nil
+}
 
+// readLocal reads the local object at the mapped name and tells a copy (marked) from an object
+// that is not one (unmarked).
+func (r *Reconciler) readLocal(ctx context.Context, s *scope) (bool, error) {
 	local := r.newObject()
-	if err := r.Local.Get(ctx, localKey, local); err != nil {
+	if err := r.Local.Get(ctx, s.localKey, local); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("reading local %s: %w", localKey, err)
+			return true, fmt.Errorf("reading local %s: %w", s.localKey, err)
 		}
 		local = nil
 	}
-	// An unmarked object at the mapped name is not a copy, whatever the cache holds (a host's
-	// cache is not filtered to marked objects): the adoption rules decide in specDown, and until
-	// then it is never written, deleted, or read for status and secrets.
-	var unmarked *unstructured.Unstructured
 	if local != nil && !r.isMarked(local) {
-		unmarked, local = local, nil
+		s.unmarked, local = local, nil
 	}
+	s.local = local
+	return false, nil
+}
 
-	ctx, end := r.beginPass(ctx, eventAt, req, remote, local, localKey)
-	defer func() { end(finalState(*state, result, err)) }()
+// deleteOrphan handles a copy whose remote object is gone: deleted, held or kept.
+func (r *Reconciler) deleteOrphan(ctx context.Context, s *scope) (done bool, err error) {
+	if s.remote != nil {
+		return false, nil
+	}
+	s.state = stateGone
+	if s.local != nil {
+		s.state = StatePending
+	}
+	s.result, err = r.orphaned(ctx, s.req.NamespacedName, s.local)
+	return true, err
+}
 
-	if remote == nil {
-		*state = ""
-		if local != nil {
-			*state = StatePending // an orphan: deleted, held or kept
-		}
-		return r.orphaned(ctx, req.NamespacedName, local)
+// skipPaused ends the pass for an object paused on either side.
+func (r *Reconciler) skipPaused(_ context.Context, s *scope) (bool, error) {
+	if !r.Keys.IsPaused(s.remote.GetAnnotations()) && (s.local == nil || !r.Keys.IsPaused(s.local.GetAnnotations())) {
+		return false, nil
 	}
-	if r.Keys.IsPaused(remote.GetAnnotations()) || (local != nil && r.Keys.IsPaused(local.GetAnnotations())) {
-		*state = StatePaused
-		r.count(telemetry.DirectionDown, telemetry.ResultPaused)
-		return ctrl.Result{}, nil
-	}
-	if !remote.GetDeletionTimestamp().IsZero() {
-		*state = StatePending
-		return r.remoteDeleting(ctx, remote, local)
-	}
+	s.state = StatePaused
+	r.count(telemetry.DirectionDown, telemetry.ResultPaused)
+	return true, nil
+}
 
-	// 1. Claim: the finalizer first, then act on the event it causes.
-	if !controllerutil.ContainsFinalizer(remote, r.Keys.Finalizer) {
-		*state = StatePending
-		return ctrl.Result{}, r.claim(ctx, remote)
+// followRemoteDeletion deletes the copy of a terminating remote object, then releases it.
+func (r *Reconciler) followRemoteDeletion(ctx context.Context, s *scope) (done bool, err error) {
+	if s.remote.GetDeletionTimestamp().IsZero() {
+		return false, nil
 	}
-	// 2. Status up. When it fails, spec is not downloaded in this pass: management must see
-	// the current state before it is changed further.
-	remote, err = r.statusUp(ctx, remote, local)
-	if err != nil {
-		return ctrl.Result{}, err
+	s.state = StatePending
+	s.result, err = r.remoteDeleting(ctx, s.remote, s.local)
+	return true, err
+}
+
+// claimPhase adds the finalizer first, and ends the pass to act on the event it causes.
+func (r *Reconciler) claimPhase(ctx context.Context, s *scope) (bool, error) {
+	if controllerutil.ContainsFinalizer(s.remote, r.Keys.Finalizer) {
+		return false, nil
 	}
-	// 3. Secrets up; a failed upload does not hold back spec.
-	secretsErr := r.secretsUp(ctx, remote, local)
-	// 4. Spec down.
-	local, result, err = r.specDown(ctx, remote, localKey, local, unmarked)
-	if err != nil || local == nil {
-		*state = StatePending
-		return result, errors.Join(err, secretsErr)
+	s.state = StatePending
+	return true, r.claim(ctx, s.remote)
+}
+
+// statusUpPhase uploads status. When it fails, spec is not downloaded in this pass: management
+// must see the current state before it is changed further.
+func (r *Reconciler) statusUpPhase(ctx context.Context, s *scope) (done bool, err error) {
+	s.remote, err = r.statusUp(ctx, s.remote, s.local)
+	return false, err
+}
+
+// secretsUpPhase uploads secrets; a failed upload does not hold back spec.
+func (r *Reconciler) secretsUpPhase(ctx context.Context, s *scope) (bool, error) {
+	s.secretsErr = r.secretsUp(ctx, s.remote, s.local)
+	return false, nil
+}
+
+// specDownPhase writes the copy; the pass ends pending while there is none yet to set
+// generations from (waiting, refused, failed).
+func (r *Reconciler) specDownPhase(ctx context.Context, s *scope) (done bool, err error) {
+	s.local, s.result, err = r.specDown(ctx, s.remote, s.localKey, s.local, s.unmarked)
+	if err != nil || s.local == nil {
+		s.state = StatePending
+		return true, err
 	}
-	// 5. Generation annotations.
-	if err := r.generations(ctx, remote, local); err != nil {
-		return ctrl.Result{}, errors.Join(err, secretsErr)
+	return false, nil
+}
+
+// generationsPhase writes the generation annotations.
+func (r *Reconciler) generationsPhase(ctx context.Context, s *scope) (bool, error) {
+	if err := r.generations(ctx, s.remote, s.local); err != nil {
+		s.result = ctrl.Result{}
+		return true, err
 	}
-	return result, secretsErr
+	return false, nil
 }
 
 // isMarked reports whether a local object carries this agent's mark: only such objects are ever

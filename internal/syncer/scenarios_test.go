@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -316,7 +317,7 @@ func TestSecretTakeoverRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-token" + e.suffix,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: ptr(true)}}},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}},
 		StringData: map[string]string{"token": "theirs"}}
 	if err := e.mgmt.Create(e.ctx, s); err != nil {
 		t.Fatal(err)
@@ -336,6 +337,7 @@ func TestSecretTakeoverRefused(t *testing.T) {
 // Without permission to write remote status, the status upload fails and spec is not downloaded.
 func TestStatusUploadFailureBlocksSpec(t *testing.T) {
 	t.Parallel()
+	needFleet(t)
 	user := "status-less-agent"
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
@@ -422,7 +424,7 @@ func TestManagementDownAtStartAndOutage(t *testing.T) {
 func TestEmptyManagementHoldsDeletions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr(0.5), MinObjects: ptr(0)}
+		c.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr.To(0.5), MinObjects: ptr.To(0)}
 	}))
 	// One namespace per tenant: the demo operator keeps one tenant-token per namespace.
 	names := []string{"a", "b", "c", "d"}

@@ -9,37 +9,44 @@ import (
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
-// Object states, as counted on the Region status and in regionsync_objects.
+// ObjectState is a shard object's state after its last reconcile, as counted on the Region
+// status and in regionsync_objects.
+type ObjectState string
+
+// Object states.
 const (
-	StateSynced  = "synced"
-	StatePending = "pending"
-	StateFailed  = "failed"
-	StatePaused  = "paused"
-	StateInvalid = "invalid"
+	StateSynced  ObjectState = "synced"
+	StatePending ObjectState = "pending"
+	StateFailed  ObjectState = "failed"
+	StatePaused  ObjectState = "paused"
+	StateInvalid ObjectState = "invalid"
+
+	// stateGone is an object no longer among the shard's live objects: forgotten, not counted.
+	stateGone ObjectState = ""
 )
 
 // States lists every object state.
-var States = []string{StateSynced, StatePending, StateFailed, StatePaused, StateInvalid}
+var States = []ObjectState{StateSynced, StatePending, StateFailed, StatePaused, StateInvalid}
 
 // stateTracker remembers the state of every shard object of one kind after its last reconcile.
 type stateTracker struct {
 	resource string
 	mu       sync.Mutex
-	states   map[types.NamespacedName]string
-	counts   map[string]int
+	states   map[types.NamespacedName]ObjectState
+	counts   map[ObjectState]int
 	lastSync time.Time
 }
 
 func newStateTracker(resource string) *stateTracker {
-	t := &stateTracker{resource: resource, states: map[types.NamespacedName]string{}, counts: map[string]int{}}
+	t := &stateTracker{resource: resource, states: map[types.NamespacedName]ObjectState{}, counts: map[ObjectState]int{}}
 	for _, s := range States {
-		telemetry.Objects.WithLabelValues(resource, s).Set(0)
+		telemetry.Objects.WithLabelValues(resource, string(s)).Set(0)
 	}
 	return t
 }
 
-// set records an object's state; "" forgets the object (gone from the shard).
-func (t *stateTracker) set(key types.NamespacedName, state string) {
+// set records an object's state; stateGone forgets the object.
+func (t *stateTracker) set(key types.NamespacedName, state ObjectState) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old, had := t.states[key]
@@ -48,15 +55,15 @@ func (t *stateTracker) set(key types.NamespacedName, state string) {
 	}
 	if had {
 		t.counts[old]--
-		telemetry.Objects.WithLabelValues(t.resource, old).Set(float64(t.counts[old]))
+		telemetry.Objects.WithLabelValues(t.resource, string(old)).Set(float64(t.counts[old]))
 	}
-	if state == "" {
+	if state == stateGone {
 		delete(t.states, key)
 		return
 	}
 	t.states[key] = state
 	t.counts[state]++
-	telemetry.Objects.WithLabelValues(t.resource, state).Set(float64(t.counts[state]))
+	telemetry.Objects.WithLabelValues(t.resource, string(state)).Set(float64(t.counts[state]))
 }
 
 // wrote records that a sync wrote a change.
@@ -69,7 +76,7 @@ func (t *stateTracker) wrote(now time.Time) {
 // Stats are one kind's counts.
 type Stats struct {
 	Resource      string
-	Counts        map[string]int
+	Counts        map[ObjectState]int
 	DeletionsHeld int
 	LastSync      time.Time
 }
@@ -77,7 +84,7 @@ type Stats struct {
 func (t *stateTracker) stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := make(map[string]int, len(States))
+	c := make(map[ObjectState]int, len(States))
 	for _, s := range States {
 		c[s] = t.counts[s]
 	}

@@ -23,6 +23,7 @@ import (
 // servers, in the same run. It reports objects/s of both and their ratio (target ≥ 0.9).
 func BenchmarkInitialSync(b *testing.B) {
 	const objects, concurrency = 300, 4
+	needFleet(b)
 	var agentRate, plainRate float64
 	for i := 0; i < b.N; i++ {
 		plainRate += plainSync(b, objects, concurrency)

@@ -130,11 +130,11 @@ func (r *Reconciler) takeEventTime(req reconcile.Request) time.Time {
 // time) and, when tracing, its span, parented by the trace context found on the remote object
 // (the management-side trace) or else on the local copy, so that one change is one trace across
 // clusters.
-func (r *Reconciler) beginPass(ctx context.Context, eventAt time.Time, req reconcile.Request, remote, local *unstructured.Unstructured, localKey types.NamespacedName) (context.Context, func(state string)) {
+func (r *Reconciler) beginPass(ctx context.Context, eventAt time.Time, req reconcile.Request, remote, local *unstructured.Unstructured, localKey types.NamespacedName) (context.Context, func(state ObjectState)) {
 	p := &pass{eventAt: eventAt}
 	ctx = context.WithValue(ctx, passKey{}, p)
 	if r.Tracer == nil {
-		return ctx, func(string) {}
+		return ctx, func(ObjectState) {}
 	}
 	kv := []attribute.KeyValue{
 		telemetry.AttrResource.String(r.Name()),
@@ -154,8 +154,8 @@ func (r *Reconciler) beginPass(ctx context.Context, eventAt time.Time, req recon
 	}
 	ctx = telemetry.ContextFromTraceparent(ctx, parent)
 	ctx, span := r.Tracer.Start(ctx, "sync "+r.Name(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(kv...))
-	return ctx, func(state string) {
-		span.SetAttributes(telemetry.AttrActions.StringSlice(p.actions), telemetry.AttrOutcome.String(state))
+	return ctx, func(state ObjectState) {
+		span.SetAttributes(telemetry.AttrActions.StringSlice(p.actions), telemetry.AttrOutcome.String(string(state)))
 		span.End()
 	}
 }

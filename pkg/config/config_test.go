@@ -1,13 +1,17 @@
 package config
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -303,7 +307,10 @@ func unwrapAll(err error) error {
 	}
 }
 
-// FuzzParse: no input makes Parse panic, and whatever it accepts validates again unchanged.
+// FuzzParse: for any input, Parse does not panic and every field an error names exists in
+// AgentConfig; a config Parse accepts validates again, and serialized and parsed again it is the
+// same config (nothing is lost, and defaulting a defaulted config changes nothing). Whatever
+// decodes, defaulted, Validate does not panic on, and it too names only fields that exist.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(minimal))
 	if data, err := os.ReadFile("testdata/valid.yaml"); err == nil {
@@ -312,9 +319,21 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("resources: [{kind: X}]"))
 	f.Add([]byte(minimal + "- {group: rbac.authorization.k8s.io, version: v1, kind: RoleBinding, allowPrivileged: true}\n"))
 	f.Add([]byte(strings.Replace(minimal, "shard: {", "shard: {excludedNamespaces: [cert-manager, monitoring], ", 1)))
+	f.Add([]byte(minimal + "resyncPeriod: 1s\ndeletionBudget: {maxFraction: 2}\n"))
+	f.Add([]byte(minimal + "leaderElection: {leaseDuration: soon}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)
 		if err != nil {
+			checkFieldsExist(t, err)
+			js, jerr := yaml.YAMLToJSON(data)
+			raw := &AgentConfig{}
+			if jerr != nil || json.Unmarshal(js, raw) != nil {
+				return
+			}
+			Default(raw)
+			if err := Validate(raw); err != nil {
+				checkFieldsExist(t, err)
+			}
 			return
 		}
 		if err := Validate(cfg); err != nil {
@@ -342,5 +361,101 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("excluded namespace %q accepted", ns)
 			}
 		}
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			t.Fatalf("accepted config does not serialize: %v", err)
+		}
+		again, err := Parse(out)
+		if err != nil {
+			t.Fatalf("accepted config, serialized, is rejected: %v\n%s", err, out)
+		}
+		if !reflect.DeepEqual(cfg, again) {
+			t.Fatalf("accepted config changed through serialization:\n%#v\n%#v\n%s", cfg, again, out)
+		}
 	})
+}
+
+// checkFieldsExist fails t unless every field err names (a field.Error, or each of a
+// ValidationError's) is a path of AgentConfig's JSON fields.
+func checkFieldsExist(t *testing.T, err error) {
+	t.Helper()
+	var list field.ErrorList
+	var verr *ValidationError
+	var ferr *field.Error
+	switch {
+	case errors.As(err, &verr):
+		list = verr.Errors
+	case errors.As(err, &ferr):
+		list = field.ErrorList{ferr}
+	}
+	for _, fe := range list {
+		if !fieldExists(reflect.TypeFor[AgentConfig](), fe.Field) {
+			t.Fatalf("error names field %q, which AgentConfig does not have: %v", fe.Field, fe)
+		}
+	}
+}
+
+// fieldExists reports whether path ("resources[1].secrets[0]") names a JSON field of typ.
+func fieldExists(typ reflect.Type, path string) bool {
+	for _, seg := range strings.Split(path, ".") {
+		name, rest, _ := strings.Cut(seg, "[")
+		var ok bool
+		if typ, ok = jsonField(typ, name); !ok {
+			return false
+		}
+		for ; rest != ""; _, rest, _ = strings.Cut(rest, "[") {
+			for typ.Kind() == reflect.Pointer {
+				typ = typ.Elem()
+			}
+			if typ.Kind() != reflect.Slice && typ.Kind() != reflect.Map {
+				return false
+			}
+			typ = typ.Elem()
+		}
+	}
+	return true
+}
+
+// jsonField is the type of typ's field whose JSON name is name (inline structs included).
+func jsonField(typ reflect.Type, name string) (reflect.Type, bool) {
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	if typ.Kind() != reflect.Struct {
+		return nil, false
+	}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "" && strings.Contains(opts, "inline") {
+			if ft, ok := jsonField(f.Type, name); ok {
+				return ft, true
+			}
+			continue
+		}
+		if tag == name {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// TestFieldExists: the checker FuzzParse relies on tells real paths from made-up ones.
+func TestFieldExists(t *testing.T) {
+	typ := reflect.TypeFor[AgentConfig]()
+	for path, want := range map[string]bool{
+		"apiVersion":                       true,
+		"resources[1].secrets[0]":          true,
+		"telemetry.tracing.samplingRatio":  true,
+		"leaderElection.leaseDuration":     true,
+		"deletionBudget.maxFraction":       true,
+		"resources[0].nosuch":              false,
+		"regoin":                           false,
+		"region[0]":                        false,
+		"telemetry.tracing.samplingRatio2": false,
+	} {
+		if got := fieldExists(typ, path); got != want {
+			t.Errorf("fieldExists(%q) = %v, want %v", path, got, want)
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -124,30 +125,30 @@ func Default(c *AgentConfig) {
 	}
 	le := &c.LeaderElection
 	if le.Enabled == nil {
-		le.Enabled = ptr(true)
+		le.Enabled = ptr.To(true)
 	}
 	if le.Namespace == "" {
 		le.Namespace = DefaultLeaderNamespace
 	}
-	defaultDuration(&le.LeaseDuration, 15*time.Second)
-	defaultDuration(&le.RenewDeadline, 10*time.Second)
-	defaultDuration(&le.RetryPeriod, 2*time.Second)
+	defaultDuration(&le.LeaseDuration, DefaultLeaseDuration)
+	defaultDuration(&le.RenewDeadline, DefaultRenewDeadline)
+	defaultDuration(&le.RetryPeriod, DefaultRetryPeriod)
 	if c.DeletionBudget.MaxFraction == nil {
-		c.DeletionBudget.MaxFraction = ptr(DefaultDeletionMaxFraction)
+		c.DeletionBudget.MaxFraction = ptr.To(DefaultDeletionMaxFraction)
 	}
 	if c.DeletionBudget.MinObjects == nil {
-		c.DeletionBudget.MinObjects = ptr(DefaultDeletionMinObjects)
+		c.DeletionBudget.MinObjects = ptr.To(DefaultDeletionMinObjects)
 	}
-	defaultDuration(&c.ResyncPeriod, 10*time.Minute)
+	defaultDuration(&c.ResyncPeriod, DefaultResyncPeriod)
 	if c.Telemetry.MetricsAddr == "" {
 		c.Telemetry.MetricsAddr = DefaultMetricsAddr
 	}
 	if c.Telemetry.HealthAddr == "" {
 		c.Telemetry.HealthAddr = DefaultHealthAddr
 	}
-	defaultDuration(&c.Telemetry.HeartbeatInterval, 30*time.Second)
+	defaultDuration(&c.Telemetry.HeartbeatInterval, DefaultHeartbeatInterval)
 	if c.Telemetry.Tracing.SamplingRatio == nil {
-		c.Telemetry.Tracing.SamplingRatio = ptr(DefaultSamplingRatio)
+		c.Telemetry.Tracing.SamplingRatio = ptr.To(DefaultSamplingRatio)
 	}
 }
 
@@ -156,8 +157,6 @@ func defaultDuration(d *metav1.Duration, v time.Duration) {
 		d.Duration = v
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // Characters allowed in the pieces of a mapped name (namespaces are DNS labels, object names
 // DNS subdomains); the whole mapped name is validated again when an object is mapped.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -142,7 +143,7 @@ func Decommission(ctx context.Context, opts Options, local client.Client, d Deco
 		report.LeaseHolder = holder
 		if live && !d.Force {
 			return report, fmt.Errorf("%w: Lease %s/%s is held by %s and has not expired; stop the region's agents first (or force)",
-				ErrShardHeld, cfg.Management.Namespace, shard.LeaseName(cfg.Region), holder)
+				ErrShardHeld, cfg.Management.Namespace, claim.LeaseName(cfg.Region), holder)
 		}
 	}
 	var targets []*target
@@ -330,13 +331,13 @@ func (dc *decommissioner) inOwnShard(o *unstructured.Unstructured) bool {
 func (dc *decommissioner) otherShardOf(ctx context.Context, t *target) (string, error) {
 	if dc.others == nil {
 		leases := &coordinationv1.LeaseList{}
-		if err := dc.remote.List(ctx, leases, client.InNamespace(dc.cfg.Management.Namespace), client.MatchingLabels{shard.LeaseLabel: "true"}); err != nil {
+		if err := dc.remote.List(ctx, leases, client.InNamespace(dc.cfg.Management.Namespace), client.MatchingLabels{claim.LeaseLabel: "true"}); err != nil {
 			return "", fmt.Errorf("listing shard Leases on management: %w", err)
 		}
 		var defs []shard.Definition
 		for _, l := range leases.Items {
 			var def shard.Definition
-			if l.Name == shard.LeaseName(dc.cfg.Region) || json.Unmarshal([]byte(l.Annotations[shard.DefinitionAnnotation]), &def) != nil {
+			if l.Name == claim.LeaseName(dc.cfg.Region) || json.Unmarshal([]byte(l.Annotations[claim.DefinitionAnnotation]), &def) != nil {
 				continue
 			}
 			defs = append(defs, def)
@@ -539,7 +540,7 @@ func (dc *decommissioner) release(ctx context.Context, t *target) error {
 // lease not expired). A Lease released on a graceful shutdown has no holder.
 func (dc *decommissioner) leaseHolder(ctx context.Context) (string, bool, error) {
 	l := &coordinationv1.Lease{}
-	err := dc.remote.Get(ctx, types.NamespacedName{Namespace: dc.cfg.Management.Namespace, Name: shard.LeaseName(dc.cfg.Region)}, l)
+	err := dc.remote.Get(ctx, types.NamespacedName{Namespace: dc.cfg.Management.Namespace, Name: claim.LeaseName(dc.cfg.Region)}, l)
 	if apierrors.IsNotFound(err) {
 		return "", false, nil
 	}
@@ -566,7 +567,7 @@ func leaseLiveHolder(l *coordinationv1.Lease, now time.Time) (string, bool) {
 // deleteLease deletes the region's shard Lease, checking again that no live replica took it
 // meanwhile; the delete carries the read UID and resourceVersion.
 func (dc *decommissioner) deleteLease(ctx context.Context) error {
-	key := types.NamespacedName{Namespace: dc.cfg.Management.Namespace, Name: shard.LeaseName(dc.cfg.Region)}
+	key := types.NamespacedName{Namespace: dc.cfg.Management.Namespace, Name: claim.LeaseName(dc.cfg.Region)}
 	l := &coordinationv1.Lease{}
 	if err := dc.remote.Get(ctx, key, l); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -114,16 +113,16 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	testenv.Eventually(t, what, timeout, func() error {
 		ok, err := cond()
-		last = err
-		return ok && err == nil, nil
+		if err == nil && !ok {
+			err = errNotYet
+		}
+		return err
 	})
-	if err != nil {
-		t.Fatalf("%s: not within %s (last error: %v)", what, timeout, last)
-	}
 }
+
+var errNotYet = errors.New("not yet")
 
 func createNamespace(t *testing.T, c client.Client, name string, annotations map[string]string) {
 	t.Helper()

@@ -14,9 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/health"
+	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -36,7 +39,7 @@ type fleetLeader struct {
 	version string
 	// instance makes the per-replica identity unique also for two syncers in one process.
 	instance string
-	claimer  atomic.Pointer[shard.Claimer]
+	claimer  atomic.Pointer[claim.Claimer]
 }
 
 func newFleetLeader(cfg *config.AgentConfig, mgr manager.Manager, engine *syncer.Engine, remote *rest.Config, scope ClaimScope, version string, log logr.Logger) (*fleetLeader, error) {
@@ -74,12 +77,15 @@ func (l *fleetLeader) identity(clusterID string) string {
 // NeedLeaderElection: only the local leader claims the shard.
 func (l *fleetLeader) NeedLeaderElection() bool { return true }
 
-func (l *fleetLeader) claimState() shard.ClaimState {
+func (l *fleetLeader) claimState() claim.State {
 	if c := l.claimer.Load(); c != nil {
 		return c.State()
 	}
-	return shard.ClaimState{Reason: shard.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
+	return claim.State{Reason: regionsyncv1alpha1.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
 }
+
+// clusterIDBackoff paces the reads of the local cluster ID.
+var clusterIDBackoff = retry.Every(2 * time.Second)
 
 // Start waits for management and the local cluster ID, then claims the shard until ctx ends.
 func (l *fleetLeader) Start(ctx context.Context) error {
@@ -89,23 +95,22 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	case <-l.engine.SessionReady():
 	}
 	var clusterID string
-	for {
+	_ = retry.Until(ctx, clusterIDBackoff, func(ctx context.Context, _ time.Duration) (bool, error) {
 		id, err := health.ClusterID(ctx, l.mgr.GetAPIReader())
-		if err == nil {
-			clusterID = id
-			break
+		if err != nil {
+			l.log.Error(err, "retrying")
+			return false, nil
 		}
-		l.log.Error(err, "retrying")
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(2 * time.Second):
-		}
+		clusterID = id
+		return true, nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
 	le := l.cfg.LeaderElection
 	def := shard.DefinitionOf(l.cfg)
 	gate := l.engine.Writes()
-	c := &shard.Claimer{
+	c := &claim.Claimer{
 		Client:        l.mgmt,
 		Namespace:     l.cfg.Management.Namespace,
 		Def:           def,

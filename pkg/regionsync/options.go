@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -210,7 +211,7 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Option
 	}
 	for _, r := range cfg.Resources {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
+		u.SetGroupVersionKind(shard.GVK(r))
 		o.Resources = append(o.Resources, Resource{
 			Object: u, Secrets: r.Secrets, Strategy: r.Strategy, Adoption: r.Adoption,
 			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,

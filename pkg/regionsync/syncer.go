@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -102,19 +102,10 @@ func New(mgr manager.Manager, opts Options) (*Syncer, error) {
 
 // Healthz is the syncer's liveness check for the host's /healthz. It never depends on
 // management: an unreachable management cluster is no reason to restart a region's agent.
-func (s *Syncer) Healthz() healthz.Checker { return healthz.Ping }
+func (s *Syncer) Healthz() healthz.Checker { return health.Liveness() }
 
 // Readyz is the syncer's readiness check for the host's /readyz: the local caches have synced.
-func (s *Syncer) Readyz() healthz.Checker {
-	return func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !s.mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("local caches not synced")
-		}
-		return nil
-	}
-}
+func (s *Syncer) Readyz() healthz.Checker { return health.Readiness(s.mgr.GetCache()) }
 
 // Claim returns the shard claim as this replica sees it.
 func (s *Syncer) Claim() ClaimState {
@@ -130,7 +121,11 @@ func (s *Syncer) Stats() []Stats {
 	in := s.engine.Stats()
 	out := make([]Stats, len(in))
 	for i, st := range in {
-		out[i] = Stats{Resource: st.Resource, Counts: st.Counts, DeletionsHeld: st.DeletionsHeld, LastSync: st.LastSync}
+		counts := make(map[string]int, len(st.Counts))
+		for state, n := range st.Counts {
+			counts[string(state)] = n
+		}
+		out[i] = Stats{Resource: st.Resource, Counts: counts, DeletionsHeld: st.DeletionsHeld, LastSync: st.LastSync}
 	}
 	return out
 }
@@ -158,13 +153,6 @@ func LocalCacheOptions(opts Options) cache.Options {
 	return syncer.LocalCacheOptions(cfg)
 }
 
-// Default client limits for the management cluster (client-go's 5 requests/s would throttle
-// initial syncs).
-const (
-	defaultManagementQPS   = 50
-	defaultManagementBurst = 100
-)
-
 // ManagementConfig loads the management cluster's client config from the kubeconfig file the
 // configuration names, with the configured (or default) client limits.
 func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
@@ -172,7 +160,7 @@ func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management.kubeconfig %s: %w", cfg.Management.Kubeconfig, err)
 	}
-	rc.QPS, rc.Burst = defaultManagementQPS, defaultManagementBurst
+	rc.QPS, rc.Burst = config.DefaultManagementQPS, config.DefaultManagementBurst
 	if cfg.Management.QPS > 0 {
 		rc.QPS = cfg.Management.QPS
 	}

@@ -1,4 +1,7 @@
-package shard
+// Package claim holds a region's shard on management: client-go leader election on the region's
+// shard Lease, and a refusal to sync while another live shard overlaps this one (the overlap
+// itself is decided by the pure logic of package shard).
+package claim
 
 import (
 	"context"
@@ -16,6 +19,9 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/retry"
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -35,29 +41,22 @@ const (
 	RegisteredAnnotation = "regionsync.dev/registered"
 )
 
-// Claim states.
+// Shard states recorded on the Lease.
 const (
 	StateSyncing = "Syncing"
 	StateRefused = "Refused"
 )
 
-// Reasons a claim is not (yet) held.
-const (
-	ReasonClaimed          = "Claimed"
-	ReasonWaiting          = "Waiting"
-	ReasonHeldByOtherFleet = "HeldByOtherFleet"
-	ReasonShardOverlap     = "ShardOverlap"
-)
-
 // LeaseName is the name of a region's shard Lease.
 func LeaseName(region string) string { return "region-" + region }
 
-// ClaimState is the claim as this agent sees it.
-type ClaimState struct {
+// State is the claim as this agent sees it.
+type State struct {
 	// Held: this agent holds the region's Lease.
 	Held bool
 	// Syncing: held and no overlapping live shard; the agent syncs.
 	Syncing bool
+	// Reason is one of the shard claim reasons of the Region API (regionsyncv1alpha1.ReasonClaimed, …).
 	Reason  string
 	Message string
 }
@@ -69,7 +68,7 @@ type Claimer struct {
 	Client kubernetes.Interface
 	// Namespace holds the shard Leases on management.
 	Namespace string
-	Def       Definition
+	Def       shard.Definition
 	// Identity is the fleet's identity: every replica of one fleet (one local cluster, one
 	// leader-election namespace) shares it, so a new local leader takes the claim over at once;
 	// another fleet for the same region waits.
@@ -87,17 +86,17 @@ type Claimer struct {
 	WhileSyncing func(ctx context.Context) error
 
 	mu    sync.Mutex
-	state ClaimState
+	state State
 }
 
 // State returns the current claim state.
-func (c *Claimer) State() ClaimState {
+func (c *Claimer) State() State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.state
 }
 
-func (c *Claimer) set(s ClaimState) {
+func (c *Claimer) set(s State) {
 	c.mu.Lock()
 	changed := c.state != s
 	c.state = s
@@ -107,7 +106,7 @@ func (c *Claimer) set(s ClaimState) {
 	}
 	c.Log.Info("shard claim", "held", s.Held, "syncing", s.Syncing, "reason", s.Reason, "message", s.Message)
 	telemetry.ShardClaimed.Set(boolGauge(s.Syncing))
-	for _, r := range []string{ReasonHeldByOtherFleet, ReasonShardOverlap} {
+	for _, r := range []string{regionsyncv1alpha1.ReasonHeldByOtherFleet, regionsyncv1alpha1.ReasonShardOverlap} {
 		telemetry.ShardConflict.WithLabelValues(r).Set(boolGauge(s.Reason == r))
 	}
 }
@@ -122,14 +121,14 @@ func boolGauge(b bool) float64 {
 // Start claims the shard until ctx ends, retrying after every loss. It releases the Lease when
 // ctx ends.
 func (c *Claimer) Start(ctx context.Context) error {
-	c.set(ClaimState{Reason: ReasonWaiting, Message: "waiting for the shard Lease " + c.Namespace + "/" + LeaseName(c.Def.Region)})
+	c.set(State{Reason: regionsyncv1alpha1.ReasonWaiting, Message: "waiting for the shard Lease " + c.Namespace + "/" + LeaseName(c.Def.Region)})
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: LeaseName(c.Def.Region)},
 		Client:     c.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
 		Labels:     map[string]string{LeaseLabel: "true"},
 	}
-	for ctx.Err() == nil {
+	return retry.Until(ctx, retry.Every(c.RetryPeriod), func(ctx context.Context, _ time.Duration) (bool, error) {
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			Name:            LeaseName(c.Def.Region),
@@ -140,28 +139,22 @@ func (c *Claimer) Start(ctx context.Context) error {
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: c.held,
 				OnStoppedLeading: func() {
-					c.set(ClaimState{Reason: ReasonWaiting, Message: "shard Lease lost; writes to management stopped"})
+					c.set(State{Reason: regionsyncv1alpha1.ReasonWaiting, Message: "shard Lease lost; writes to management stopped"})
 				},
 				OnNewLeader: func(identity string) {
 					if identity != c.Identity {
-						c.set(ClaimState{Reason: ReasonHeldByOtherFleet,
+						c.set(State{Reason: regionsyncv1alpha1.ReasonHeldByOtherFleet,
 							Message: fmt.Sprintf("shard Lease %s/%s is held by %s; another fleet syncs region %s", c.Namespace, LeaseName(c.Def.Region), identity, c.Def.Region)})
 					}
 				},
 			},
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 		le.Run(ctx)
-		if ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(c.RetryPeriod):
-			}
-		}
-	}
-	return nil
+		return false, nil
+	})
 }
 
 // held runs while the Lease is held: it records the shard on the Lease, refuses while another
@@ -173,56 +166,46 @@ func (c *Claimer) held(ctx context.Context) {
 		go func() { defer wg.Done(); c.WhileHeld(ctx) }()
 	}
 	defer wg.Wait()
-	for ctx.Err() == nil {
-		collision, err := c.collision(ctx)
-		if err != nil {
-			c.Log.Error(err, "reading other shards; retrying")
-			if !sleep(ctx, c.RetryPeriod) {
-				return
-			}
-			continue
-		}
-		if collision != "" {
-			c.set(ClaimState{Held: true, Reason: ReasonShardOverlap, Message: collision})
-			if err := c.annotate(ctx, StateRefused); err != nil {
-				c.Log.Error(err, "recording the refused shard on its Lease")
-			}
-			if !sleep(ctx, 3*c.RetryPeriod) {
-				return
-			}
-			continue
-		}
-		if err := c.annotate(ctx, StateSyncing); err != nil {
-			c.Log.Error(err, "recording the shard on its Lease; retrying")
-			if !sleep(ctx, c.RetryPeriod) {
-				return
-			}
-			continue
-		}
-		// Two overlapping shards that started together both got here: the older registration
-		// keeps syncing, the younger steps back (collision sees the older one as Syncing).
-		if collision, err = c.collision(ctx); err == nil && collision != "" {
-			continue
-		}
-		c.set(ClaimState{Held: true, Syncing: true, Reason: ReasonClaimed, Message: "syncing " + c.Def.String()})
-		if c.WhileSyncing != nil {
-			if err := c.WhileSyncing(ctx); err != nil && ctx.Err() == nil {
-				c.Log.Error(err, "sync stopped; restarting")
-				sleep(ctx, c.RetryPeriod)
-			}
-		} else {
-			<-ctx.Done()
-		}
-	}
+	var after time.Duration
+	_ = retry.Paced(ctx, func() time.Duration { return after }, func(ctx context.Context) (bool, error) {
+		after = c.round(ctx)
+		return false, nil
+	})
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
+// round is one round of held; it returns how long to wait before the next.
+func (c *Claimer) round(ctx context.Context) time.Duration {
+	collision, err := c.collision(ctx)
+	if err != nil {
+		c.Log.Error(err, "reading other shards; retrying")
+		return c.RetryPeriod
 	}
+	if collision != "" {
+		c.set(State{Held: true, Reason: regionsyncv1alpha1.ReasonShardOverlap, Message: collision})
+		if err := c.annotate(ctx, StateRefused); err != nil {
+			c.Log.Error(err, "recording the refused shard on its Lease")
+		}
+		return 3 * c.RetryPeriod
+	}
+	if err := c.annotate(ctx, StateSyncing); err != nil {
+		c.Log.Error(err, "recording the shard on its Lease; retrying")
+		return c.RetryPeriod
+	}
+	// Two overlapping shards that started together both got here: the older registration
+	// keeps syncing, the younger steps back (collision sees the older one as Syncing).
+	if collision, err = c.collision(ctx); err == nil && collision != "" {
+		return 0
+	}
+	c.set(State{Held: true, Syncing: true, Reason: regionsyncv1alpha1.ReasonClaimed, Message: "syncing " + c.Def.String()})
+	if c.WhileSyncing == nil {
+		<-ctx.Done()
+		return 0
+	}
+	if err := c.WhileSyncing(ctx); err != nil && ctx.Err() == nil {
+		c.Log.Error(err, "sync stopped; restarting")
+		return c.RetryPeriod
+	}
+	return 0
 }
 
 // ReservationGrace is how long a shard stays reserved after its Lease expired: a region whose
@@ -251,11 +234,11 @@ func (c *Claimer) collision(ctx context.Context) (string, error) {
 		if l.Name == LeaseName(c.Def.Region) || !reserved(l, now) || l.Annotations[StateAnnotation] != StateSyncing {
 			continue
 		}
-		var other Definition
+		var other shard.Definition
 		if json.Unmarshal([]byte(l.Annotations[DefinitionAnnotation]), &other) != nil {
 			continue
 		}
-		overlap, why := Overlap(c.Def, other)
+		overlap, why := shard.Overlap(c.Def, other)
 		if overlap && (own == nil || !registeredBefore(own, l)) {
 			return fmt.Sprintf("shard of %s collides with the shard of %s (Lease %s/%s, held by %s): %s",
 				c.Def, other, c.Namespace, l.Name, orNone(deref(l.Spec.HolderIdentity)), why), nil
@@ -340,6 +323,6 @@ func (c *Claimer) annotate(ctx context.Context, state string) error {
 	if err != nil {
 		return err
 	}
-	_, err = leases.Patch(ctx, l.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "regionsync"})
+	_, err = leases.Patch(ctx, l.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: shard.FieldManager})
 	return err
 }

@@ -1,0 +1,79 @@
+package syncer
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+// LocalCacheOptions are the local manager's cache options: the managed kinds are cached only
+// when they carry this region's mark, so the agent's memory does not grow with unrelated objects.
+// Namespaces and unmarked objects are read directly, on the create path only.
+func LocalCacheOptions(cfg *config.AgentConfig) cache.Options {
+	keys := shard.NewKeys(cfg.AnnotationDomain)
+	resync := cfg.ResyncPeriod.Duration
+	// A default selector rather than one per kind: the cache then needs no REST mapping at
+	// construction, so a kind whose CRD is missing cannot stop the agent from starting. The
+	// manager's cache holds only the managed kinds (namespaces are read directly, secrets have
+	// caches of their own).
+	return cache.Options{
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{keys.Region: cfg.Region}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		SyncPeriod:           &resync,
+	}
+}
+
+func unstructuredFor(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+// localPrototype is the object the engine watches a kind with in the local cache: the host's Go
+// type for a typed kind (sharing the host's informer), else unstructured.
+func (e *Engine) localPrototype(gvk schema.GroupVersionKind) (client.Object, error) {
+	if !e.typed[gvk] {
+		return unstructuredFor(gvk), nil
+	}
+	return newTypedObject(e.mgr.GetScheme(), gvk)
+}
+
+// addSecretCaches adds to mgr one small cache per local secret name of cfg, selected by field:
+// the agent never caches other Secrets.
+func addSecretCaches(mgr manager.Manager, cfg *config.AgentConfig) (map[string]cache.Cache, error) {
+	caches := map[string]cache.Cache{}
+	for _, res := range cfg.Resources {
+		for _, name := range res.Secrets {
+			if _, ok := caches[name]; ok {
+				continue
+			}
+			c, err := cache.New(mgr.GetConfig(), cache.Options{
+				Scheme:     mgr.GetScheme(),
+				Mapper:     mgr.GetRESTMapper(),
+				HTTPClient: mgr.GetHTTPClient(),
+				ByObject: map[client.Object]cache.ByObject{
+					&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", name)},
+				},
+				DefaultTransform: cache.TransformStripManagedFields(),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("cache of local secrets named %s: %w", name, err)
+			}
+			if err := mgr.Add(c); err != nil {
+				return nil, err
+			}
+			caches[name] = c
+		}
+	}
+	return caches, nil
+}

@@ -1,0 +1,154 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/regionsync/regionsync/internal/retry"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// ErrNoSession is returned while the engine is not connected to management.
+var ErrNoSession = errors.New("no management session")
+
+// Start waits for management, then starts the management cache and warms every informer; it
+// returns when ctx ends.
+func (e *Engine) Start(ctx context.Context) error {
+	disc, err := discovery.NewDiscoveryClientForConfig(withTimeout(e.remoteConfig, 5*time.Second))
+	if err != nil {
+		return fmt.Errorf("management client: %w", err)
+	}
+	go e.probe(ctx, disc)
+	if err := e.waitForManagement(ctx, disc); err != nil {
+		return nil // ctx done
+	}
+	remote, err := e.newRemoteCluster()
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- remote.Start(ctx) }()
+	for i, gvk := range e.gvks {
+		e.reconcilers = append(e.reconcilers, e.newReconciler(remote, e.cfg.Resources[i], gvk))
+	}
+	// Warm standby: informers for every kind on both sides start now, on every replica. A kind
+	// that a cluster does not serve (its CRD is missing) is reported and retried; the others go on.
+	for i, r := range e.reconcilers {
+		go e.warm(ctx, remote, i, r)
+	}
+	e.session.Store(&remote)
+	close(e.sessionReady)
+	e.log.Info("connected to management; caches warming", "host", e.remoteConfig.Host, "kinds", len(e.gvks))
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("management cache stopped: %w", err)
+	}
+}
+
+func withTimeout(cfg *rest.Config, d time.Duration) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = d
+	return c
+}
+
+// probe keeps the management-connected state and metric current.
+func (e *Engine) probe(ctx context.Context, disc discovery.DiscoveryInterface) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		e.setConnected(ping(disc) == nil)
+		select {
+		case <-ctx.Done():
+			e.setConnected(false)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func ping(disc discovery.DiscoveryInterface) error {
+	_, err := disc.ServerVersion()
+	return err
+}
+
+func (e *Engine) setConnected(ok bool) {
+	if e.connected.Swap(ok) != ok {
+		e.log.Info("management connection changed", "connected", ok, "host", e.remoteConfig.Host)
+	}
+	if ok {
+		telemetry.ManagementConnected.Set(1)
+	} else {
+		telemetry.ManagementConnected.Set(0)
+	}
+}
+
+// managementBackoff paces the first connection to management: 0.5 s, doubling up to 10 s.
+var managementBackoff = retry.Exponential(500*time.Millisecond, 10*time.Second)
+
+// waitForManagement returns once management answers, or with ctx's error when ctx ends first.
+func (e *Engine) waitForManagement(ctx context.Context, disc discovery.DiscoveryInterface) error {
+	_ = retry.Until(ctx, managementBackoff, func(context.Context, time.Duration) (bool, error) {
+		err := ping(disc)
+		e.setConnected(err == nil)
+		if err != nil {
+			e.log.V(1).Info("management not reachable yet; local copies are kept as they are", "error", err.Error())
+		}
+		return err == nil, nil
+	})
+	return ctx.Err()
+}
+
+// newRemoteCluster builds the management cluster.Cluster, whose cache holds the configured kinds
+// filtered server-side by the shard's label selector.
+func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
+	resync := e.cfg.ResyncPeriod.Duration
+	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), SyncPeriod: &resync}
+	if !e.mapper.Selector().Empty() {
+		// Server-side: objects outside the selector are never sent to the agent. The cache
+		// holds only the synced kinds, so one default selector serves them all.
+		opts.DefaultLabelSelector = e.mapper.Selector()
+	}
+	remote, err := cluster.New(e.remoteConfig, func(o *cluster.Options) {
+		o.Scheme = e.mgr.GetScheme()
+		o.Logger = e.log.WithName("management")
+		o.Cache = opts
+		o.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("management cluster: %w", err)
+	}
+	return remote, nil
+}
+
+// RemoteKeys lists the keys of one kind's objects in the management cache: the shard as the agent
+// sees it (objects outside the label selector are never there).
+func (e *Engine) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([]types.NamespacedName, error) {
+	s := e.session.Load()
+	if s == nil {
+		return nil, ErrNoSession
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(shard.ListGVK(gvk))
+	if err := (*s).GetCache().List(ctx, list); err != nil {
+		return nil, err
+	}
+	keys := make([]types.NamespacedName, len(list.Items))
+	for i := range list.Items {
+		keys[i] = objectRef(&list.Items[i])
+	}
+	return keys, nil
+}

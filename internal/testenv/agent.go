@@ -1,0 +1,102 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/tenantoperator"
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+// BuildAgent builds the agent binary (./cmd/agent) into dir and returns its path.
+func BuildAgent(dir string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "agent")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/agent")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the agent: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// StartAgent runs the agent binary bin as the replica name (POD_NAME) with the configuration
+// file configPath against the local cluster of kubeconfig, its output to out; onExit runs once
+// it has exited (to close out).
+func StartAgent(bin, name, configPath, kubeconfig string, out io.Writer, onExit func(), env ...string) (*Process, error) {
+	return StartProcess(bin, []string{"--config", configPath, "--kubeconfig", kubeconfig},
+		append([]string{"POD_NAME=" + name}, env...), out, onExit)
+}
+
+// TenantAgentConfig is a region's agent configuration that syncs the demo Tenants with the
+// suffix, before defaults; tests set what they need on top.
+func TenantAgentConfig(region, suffix, managementKubeconfig string) *config.AgentConfig {
+	return &config.AgentConfig{
+		TypeMeta:   config.TypeMeta(),
+		Region:     region,
+		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig},
+		Shard:      config.ShardConfig{RemoteResourceSuffix: suffix},
+		Resources:  []config.ResourceConfig{{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}},
+	}
+}
+
+// StartTenantOperator runs the demo tenant operator of region on the cluster of cfg until ctx
+// ends, as a real region would (unaware of regionsync). tracer, when set, continues the traces
+// found under tenantoperator.DefaultTraceAnnotation.
+func StartTenantOperator(ctx context.Context, cfg *rest.Config, region string, tracer trace.Tracer) error {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	r := &tenantoperator.Reconciler{Client: mgr.GetClient(), Region: region}
+	if tracer != nil {
+		r.Tracer, r.TraceAnnotation = tracer, tenantoperator.DefaultTraceAnnotation
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	return nil
+}
+
+// Eventually polls cond every 100 ms until it returns nil, and fails tb with its last error when
+// it has not within timeout.
+func Eventually(tb testing.TB, what string, timeout time.Duration, cond func() error) {
+	tb.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	})
+	if err != nil {
+		tb.Fatalf("%s: %v (last: %v)", what, err, last)
+	}
+}
+
+// Tail is the last n bytes of s (a log's end).
+func Tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
