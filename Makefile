@@ -7,7 +7,7 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build bench docker-build test-e2e test-e2e-kind test test-rules test-unit fuzz demo lint generate control-plane clean
+.PHONY: all build bench docker-build test-e2e test-e2e-kind test test-rules test-unit fuzz demo lint lint-fix generate control-plane clean
 
 all: build
 
@@ -59,11 +59,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 docker-build: ## Build the agent image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
-lint: ## gofmt and go vet (all build tags).
+lint: ## gofmt, golangci-lint (.golangci.yml) and the public API check (pkg/... against the last v* tag).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) vet -tags e2e ./...
-	$(GO) vet -tags e2e,kind ./...
+	scripts/golangci-lint.sh run
+	scripts/apidiff.sh
+
+lint-fix: ## golangci-lint with --fix: formatting, imports and the fixes linters suggest.
+	scripts/golangci-lint.sh run --fix
 
 generate: $(BIN)/controller-gen ## Regenerate deepcopy functions and CRDs from api/.
 	$(BIN)/controller-gen object paths=./api/...

@@ -7,8 +7,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupVersion is the regionsync.dev API group and version.
@@ -16,7 +16,7 @@ var GroupVersion = schema.GroupVersion{Group: "regionsync.dev", Version: "v1alph
 
 // SchemeBuilder registers the kinds; AddToScheme adds them to a scheme.
 var (
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	AddToScheme   = SchemeBuilder.AddToScheme
 )
 
@@ -141,6 +141,11 @@ type RegionList struct {
 	Items           []Region `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&Region{}, &RegionList{})
+// addKnownTypes registers the kinds and the meta/v1 option types under GroupVersion (as
+// apimachinery's API packages do; controller-runtime's scheme.Builder is deprecated for API packages,
+// which should depend on apimachinery only).
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Region{}, &RegionList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
 }

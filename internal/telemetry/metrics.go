@@ -29,19 +29,22 @@ const (
 	ResultRefused   = "refused"
 )
 
+// labelResource is the label that names the resource kind on every per-kind metric.
+const labelResource = "resource"
+
 var (
 	// Syncs counts sync steps by resource kind, direction and result.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_syncs_total",
 		Help: "Sync steps by resource kind, direction (claim, up, secret, down, generations, delete) and result.",
-	}, []string{"resource", "direction", "result"})
+	}, []string{labelResource, "direction", "result"})
 
 	// SyncDuration observes whole reconciles.
 	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "regionsync_sync_duration_seconds",
 		Help:    "Duration of one object's reconcile, by resource kind.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"resource"})
+	}, []string{labelResource})
 
 	// WriteLag observes the time from the watch event that caused a reconcile to each write it
 	// made, by resource kind and write (create local, update local, upload status, ...).
@@ -49,26 +52,26 @@ var (
 		Name:    "regionsync_watch_to_write_seconds",
 		Help:    "Time from the watch event that triggered a reconcile to each API write it made, by resource kind and write.",
 		Buckets: []float64{.001, .0025, .005, .01, .015, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	}, []string{"resource", "write"})
+	}, []string{labelResource, "write"})
 
 	// SecretUploads counts secret uploads by result.
 	SecretUploads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_secret_uploads_total",
 		Help: "Secret uploads to management by resource kind and result (written, unchanged, refused, error).",
-	}, []string{"resource", "result"})
+	}, []string{labelResource, "result"})
 
 	// DeletionsHeld is the number of local deletions the budget holds, by resource kind.
 	DeletionsHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "regionsync_deletions_held",
 		Help: "Local copies whose remote object vanished and whose deletion the deletion budget holds.",
-	}, []string{"resource"})
+	}, []string{labelResource})
 
 	// Objects is the number of shard objects per resource kind and state (synced, pending,
 	// failed, paused, invalid) after their last reconcile, on the leading replica.
 	Objects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "regionsync_objects",
 		Help: "Shard objects by resource kind and state after their last reconcile (leader only).",
-	}, []string{"resource", "state"})
+	}, []string{labelResource, "state"})
 
 	// ShardClaimed is 1 while this replica holds the region's shard claim and syncs it.
 	ShardClaimed = prometheus.NewGauge(prometheus.GaugeOpts{

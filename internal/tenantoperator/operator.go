@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -28,6 +29,10 @@ import (
 
 // TokenSecretName is the Secret the operator creates for every Tenant.
 const TokenSecretName = "tenant-token"
+
+// conflictRetry is how soon a reconcile whose status update met a conflict runs again (the watch
+// usually delivers the newer version first).
+const conflictRetry = 100 * time.Millisecond
 
 // Phases the operator reports.
 const (
@@ -91,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.updateStatus(ctx, tenant, status); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil // a newer version is on its way; act on it
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil // a newer version is on its way; act on it
 		}
 		return ctrl.Result{}, err
 	}

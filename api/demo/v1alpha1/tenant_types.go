@@ -7,8 +7,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupVersion is the API group and version of the demo kinds.
@@ -16,7 +16,7 @@ var GroupVersion = schema.GroupVersion{Group: "demo.regionsync.dev", Version: "v
 
 // SchemeBuilder registers the demo kinds; AddToScheme adds them to a scheme.
 var (
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	AddToScheme   = SchemeBuilder.AddToScheme
 )
 
@@ -72,6 +72,11 @@ type TenantList struct {
 	Items           []Tenant `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&Tenant{}, &TenantList{})
+// addKnownTypes registers the demo kinds and the meta/v1 option types under GroupVersion (as
+// apimachinery's API packages do; controller-runtime's scheme.Builder is deprecated for API packages,
+// which should depend on apimachinery only).
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Tenant{}, &TenantList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
 }
