@@ -69,7 +69,7 @@ func TestKindPlan(t *testing.T) {
 				t.Fatalf("%s: no %s step", r, name)
 			}
 		}
-		if !(mgmtBase < reg && reg < agent && load < agent && ns < secret && secret < agent && agent < op) {
+		if mgmtBase >= reg || reg >= agent || load >= agent || ns >= secret || secret >= agent || agent >= op {
 			t.Errorf("%s: order registration %d, load %d, namespace %d, secret %d, agent %d, operator %d", r, reg, load, ns, secret, agent, op)
 		}
 	}

@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.server != "" {
 		server = o.server
 	}
-	data, err := Kubeconfig(o.region, server, cfg.TLSClientConfig.ServerName, ca, tr.Status.Token)
+	data, err := Kubeconfig(o.region, server, cfg.ServerName, ca, tr.Status.Token)
 	if err != nil {
 		return err
 	}

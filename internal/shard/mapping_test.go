@@ -43,8 +43,8 @@ func TestToLocal(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := m.ToLocal(tc.remote)
-			switch {
-			case tc.wantErr == "":
+			switch tc.wantErr {
+			case "":
 				if err != nil || got != tc.want {
 					t.Fatalf("ToLocal(%s) = %s, %v; want %s", tc.remote, got, err, tc.want)
 				}
@@ -52,7 +52,7 @@ func TestToLocal(t *testing.T) {
 				if err != nil || back != tc.remote {
 					t.Fatalf("ToRemote(%s) = %s, %v; want %s", got, back, err, tc.remote)
 				}
-			case tc.wantErr == "shard":
+			case "shard":
 				if !errors.Is(err, ErrNotInShard) {
 					t.Fatalf("ToLocal(%s) = %s, %v; want ErrNotInShard", tc.remote, got, err)
 				}

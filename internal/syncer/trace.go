@@ -138,7 +138,7 @@ func (r *Reconciler) beginPass(ctx context.Context, eventAt time.Time, req recon
 	}
 	kv := []attribute.KeyValue{
 		telemetry.AttrResource.String(r.Name()),
-		telemetry.AttrRemote.String(req.NamespacedName.String()),
+		telemetry.AttrRemote.String(req.String()),
 		telemetry.AttrLocal.String(localKey.String()),
 	}
 	var parent string
