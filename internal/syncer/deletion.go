@@ -39,7 +39,7 @@ func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstruct
 		return r.Remote.Patch(ctx, remote, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	})
 	if err != nil {
-		r.count(telemetry.DirectionDelete, telemetry.ResultError)
+		r.countFailure(telemetry.DirectionDelete, err)
 		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
 	}
 	r.count(telemetry.DirectionDelete, telemetry.ResultWritten)

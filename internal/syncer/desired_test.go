@@ -3,10 +3,13 @@ package syncer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/regionsync/regionsync/internal/shard"
@@ -204,4 +207,33 @@ func FuzzIsSubset(f *testing.F) {
 			t.Fatal("hash of a copy differs")
 		}
 	})
+}
+
+// TestStatusRefusal: which failed status uploads are refusals (reported, spec keeps flowing) and
+// which are transient (spec held back in that pass).
+func TestStatusRefusal(t *testing.T) {
+	gr := schema.GroupResource{Group: "demo.regionsync.dev", Resource: "tenants"}
+	cases := map[string]struct {
+		err  error
+		want bool
+	}{
+		"forbidden (RBAC, admission)": {apierrors.NewForbidden(gr, "a", errors.New("denied")), true},
+		"invalid (schema)":            {apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Tenant"}, "a", nil), true},
+		"no status subresource":       {apierrors.NewNotFound(gr, "a"), true},
+		"bad request (webhook)":       {apierrors.NewBadRequest("no"), true},
+		"method not supported":        {apierrors.NewMethodNotSupported(gr, "update"), true},
+		"conflict":                    {apierrors.NewConflict(gr, "a", errors.New("stale")), false},
+		"throttled":                   {apierrors.NewTooManyRequests("slow down", 1), false},
+		"server error":                {apierrors.NewInternalError(errors.New("etcd")), false},
+		"timeout":                     {apierrors.NewServerTimeout(gr, "update", 1), false},
+		"connection refused":          {errors.New("dial tcp: connection refused"), false},
+		"wrapped forbidden":           {fmt.Errorf("uploading: %w", apierrors.NewForbidden(gr, "a", errors.New("denied"))), true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := statusRefusal(tc.err); got != tc.want {
+				t.Errorf("statusRefusal(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
 }

@@ -38,11 +38,20 @@ const (
 	ReasonSecretTakeoverRefused = "SecretTakeoverRefused"
 	ReasonRemoteSecretMissing   = "RemoteSecretMissing"
 	ReasonStatusUploadFailed    = "StatusUploadFailed"
+	ReasonStatusRefused         = "StatusRefused"
 )
 
 // waitRequeue is how soon an object is looked at again while the agent waits for something it
 // does not watch (a terminating namespace or unmarked object).
 const waitRequeue = 2 * time.Second
+
+// conflictRequeue is how soon a pass that lost an optimistic-concurrency race runs again (with a
+// fresh read); refusedStatusRetry how often a status management refused is offered again when
+// nothing else changes.
+const (
+	conflictRequeue    = 250 * time.Millisecond
+	refusedStatusRetry = time.Minute
+)
 
 // claim adds the finalizer with an optimistic-concurrency patch: the list it writes is the list
 // it read, so it can never drop another controller's finalizer.
@@ -53,7 +62,7 @@ func (r *Reconciler) claim(ctx context.Context, remote *unstructured.Unstructure
 		return r.Remote.Patch(ctx, remote, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	})
 	if err != nil {
-		r.count(telemetry.DirectionClaim, telemetry.ResultError)
+		r.countFailure(telemetry.DirectionClaim, err)
 		return fmt.Errorf("claiming remote %s: %w", objectRef(remote), err)
 	}
 	r.count(telemetry.DirectionClaim, telemetry.ResultWritten)
@@ -62,29 +71,47 @@ func (r *Reconciler) claim(ctx context.Context, remote *unstructured.Unstructure
 }
 
 // statusUp mirrors the local status to the remote status subresource. It returns the remote
-// object as it is after the write.
-func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// object as it is after the write, and refused when management refused the status for good
+// (see statusRefusal): the refusal is reported and spec keeps flowing. Any other error is
+// transient, and holds spec back in this pass.
+func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.Unstructured) (_ *unstructured.Unstructured, refused, _ error) {
 	if local == nil {
-		return remote, nil
+		return remote, nil, nil
 	}
 	status, ok := local.Object["status"]
 	if !ok || reflect.DeepEqual(remote.Object["status"], status) {
-		return remote, nil
+		return remote, nil, nil
 	}
 	updated := remote.DeepCopy()
 	updated.Object["status"] = deepCopyJSON(status)
 	err := r.write(ctx, sideManagement, "upload status", remote, func(ctx context.Context) error {
 		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(shard.FieldManager))
 	})
-	if err != nil {
-		r.count(telemetry.DirectionUp, telemetry.ResultError)
-		if !apierrors.IsConflict(err) {
-			r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonStatusUploadFailed, "Sync", "status upload failed, spec download held: %v", err)
-		}
-		return nil, fmt.Errorf("uploading status of %s: %w", objectRef(remote), err)
+	switch {
+	case err == nil:
+		r.count(telemetry.DirectionUp, telemetry.ResultWritten)
+		return updated, nil, nil
+	case apierrors.IsConflict(err):
+		return nil, nil, fmt.Errorf("uploading status of %s: %w", objectRef(remote), err) // retried quietly
+	case statusRefusal(err):
+		r.count(telemetry.DirectionUp, telemetry.ResultRefused)
+		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonStatusRefused, "Sync",
+			"management refused the status from region %s; spec keeps flowing: %v", r.Region, err)
+		return remote, fmt.Errorf("management refused the status of %s: %w", objectRef(remote), err), nil
 	}
-	r.count(telemetry.DirectionUp, telemetry.ResultWritten)
-	return updated, nil
+	r.count(telemetry.DirectionUp, telemetry.ResultError)
+	r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonStatusUploadFailed, "Sync", "status upload failed, spec download held: %v", err)
+	return nil, nil, fmt.Errorf("uploading status of %s: %w", objectRef(remote), err)
+}
+
+// statusRefusal reports whether a failed status upload is a refusal that retrying cannot cure:
+// the object or its status subresource does not exist (NotFound, MethodNotSupported), the agent
+// may not write it (Forbidden, which admission policies and webhooks also answer), or the status
+// is not acceptable (Invalid, BadRequest). Conflicts, timeouts, throttling and server errors are
+// transient.
+func statusRefusal(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }
 
 // secretsUp uploads each configured local Secret controlled by the local object to the remote
@@ -357,7 +384,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 	if err != nil {
 		r.namespaces.Delete(localKey.Namespace) // it may be gone or terminating: read it next time
 		if !apierrors.IsAlreadyExists(err) {
-			r.count(telemetry.DirectionDown, telemetry.ResultError)
+			r.countFailure(telemetry.DirectionDown, err)
 		}
 		return nil, fmt.Errorf("writing local %s: %w", localKey, err)
 	}
@@ -392,7 +419,7 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 		return r.Remote.Patch(ctx, remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
-		r.count(telemetry.DirectionMeta, telemetry.ResultError)
+		r.countFailure(telemetry.DirectionMeta, err)
 		return fmt.Errorf("writing generation annotations on %s: %w", objectRef(remote), err)
 	}
 	r.patched.Store(objectRef(remote), memo)

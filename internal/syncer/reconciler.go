@@ -79,6 +79,9 @@ type Reconciler struct {
 	eventTimes sync.Map
 	// patched holds, per remote object, the last generation annotations written (generationsPatch).
 	patched sync.Map
+	// stale holds the requests whose last pass hit a conflict: their next pass reads the remote
+	// object from the API server.
+	stale sync.Map
 	// namespaces remembers local namespaces seen to exist, and when.
 	namespaces sync.Map
 	// available is closed once the kind's informers exist on both clusters.
@@ -113,6 +116,14 @@ func (r *Reconciler) count(direction, result string) {
 	}
 }
 
+// countFailure counts a failed write, unless it was a routine optimistic-concurrency conflict
+// (retried at once with a fresh read: nothing failed).
+func (r *Reconciler) countFailure(direction string, err error) {
+	if !apierrors.IsConflict(err) {
+		r.count(direction, telemetry.ResultError)
+	}
+}
+
 // Stats returns the kind's object counts by state and its held deletions (and keeps the
 // held-deletions gauge current, also when a hold lifts by itself).
 func (r *Reconciler) Stats() Stats {
@@ -132,7 +143,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Taken first, whatever the pass does, so that no request leaves its event time behind.
 	eventAt := r.takeEventTime(req)
 	result, err := r.reconcile(ctx, eventAt, s)
+	if apierrors.IsConflict(err) {
+		// Routine optimistic concurrency: this replica's view is stale. Read afresh from the
+		// API servers, not the caches, and try again soon; nothing failed.
+		r.stale.Store(req.NamespacedName, true)
+		logr.FromContextOrDiscard(ctx).V(1).Info("conflict; retrying with a fresh read", "remote", req.NamespacedName, "error", err.Error())
+		result, err = ctrl.Result{RequeueAfter: conflictRequeue}, nil
+	}
+	if err == nil && s.statusRefused != nil && result.IsZero() {
+		// Spec flowed; the status did not. Failed until management accepts it (a local status
+		// change tries again at once, and so does this retry).
+		s.state = StateFailed
+		result = ctrl.Result{RequeueAfter: refusedStatusRetry}
+	}
 	final := finalState(s.state, result, err)
+	if s.statusRefused != nil && final == StatePending && err == nil {
+		final = StateFailed
+	}
 	r.states.set(req.NamespacedName, final)
 	if final == stateGone { // forget what was remembered about it
 		r.patched.Delete(req.NamespacedName)
@@ -176,6 +203,9 @@ type scope struct {
 	// secretsErr is a failed secret upload: it does not hold back the phases after it, and is
 	// returned with whatever they return.
 	secretsErr error
+	// statusRefused is management's refusal of the status: it holds nothing back, and the object
+	// counts as failed until the status is accepted.
+	statusRefused error
 }
 
 // A phase is one step of a reconcile. It returns done when the pass ends with it (an error ends
@@ -245,7 +275,11 @@ func (r *Reconciler) mapToLocal(_ context.Context, s *scope) (bool, error) {
 // readRemote reads the remote object from the management cache; nil when it is gone.
 func (r *Reconciler) readRemote(ctx context.Context, s *scope) (bool, error) {
 	s.remote = r.newObject()
-	if err := r.Remote.Get(ctx, s.req.NamespacedName, s.remote); err != nil {
+	var reader client.Reader = r.Remote
+	if _, stale := r.stale.LoadAndDelete(s.req.NamespacedName); stale {
+		reader = r.RemoteAPI // the cache lost a race: read what management has now
+	}
+	if err := reader.Get(ctx, s.req.NamespacedName, s.remote); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return true, fmt.Errorf("reading remote %s: %w", s.req.NamespacedName, err)
 		}
@@ -339,10 +373,12 @@ func (r *Reconciler) claimPhase(ctx context.Context, s *scope) (bool, error) {
 	return true, r.claim(ctx, s.remote)
 }
 
-// statusUpPhase uploads status. When it fails, spec is not downloaded in this pass: management
-// must see the current state before it is changed further.
+// statusUpPhase uploads status. When it fails transiently, spec is not downloaded in this pass:
+// management must see the current state before it is changed further. When management refuses
+// the status, the refusal is reported and spec keeps flowing: a region must never be frozen out
+// of fixes by a status it cannot upload.
 func (r *Reconciler) statusUpPhase(ctx context.Context, s *scope) (done bool, err error) {
-	s.remote, err = r.statusUp(ctx, s.remote, s.local)
+	s.remote, s.statusRefused, err = r.statusUp(ctx, s.remote, s.local)
 	return false, err
 }
 

@@ -1,12 +1,15 @@
 package syncer_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -334,8 +337,10 @@ func TestSecretTakeoverRefused(t *testing.T) {
 	}
 }
 
-// Without permission to write remote status, the status upload fails and spec is not downloaded.
-func TestStatusUploadFailureBlocksSpec(t *testing.T) {
+// TestStatusRefusalDoesNotBlockSpec: without permission to write the remote status (a refusal,
+// not a transient failure), the refusal is reported and spec keeps flowing: a region is never
+// frozen out of fixes by a status it cannot upload.
+func TestStatusRefusalDoesNotBlockSpec(t *testing.T) {
 	t.Parallel()
 	needFleet(t)
 	user := "status-less-agent"
@@ -361,11 +366,83 @@ func TestStatusUploadFailureBlocksSpec(t *testing.T) {
 	e := newEnv(t, withManagementConfig(management.ImpersonatingConfig(user)))
 	ns := e.remoteNamespace("status-fails")
 	e.tenant(ns, "acme", "Acme")
-	e.waitEvent(e.mgmt, ns, "acme"+e.suffix, syncer.ReasonStatusUploadFailed)
+	e.waitEvent(e.mgmt, ns, "acme"+e.suffix, syncer.ReasonStatusRefused)
 	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 4 })
-	e.never("spec downloaded although the status upload fails", 3*time.Second, func() bool {
-		l, _ := e.getLocal(ns, "acme")
-		return l.Spec.Replicas == 4
+	e.eventually("spec downloaded although management refuses the status", func() error {
+		l, err := e.getLocal(ns, "acme")
+		if err != nil {
+			return err
+		}
+		if l.Spec.Replicas != 4 {
+			return fmt.Errorf("replicas %d", l.Spec.Replicas)
+		}
+		return nil
+	})
+	if r, err := e.getRemote(ns, "acme"); err != nil || r.Status.Phase != "" {
+		t.Fatalf("remote status written although forbidden: %+v (%v)", r.Status, err)
+	}
+}
+
+// TestStatusRefusedByAdmissionPolicy: a ValidatingAdmissionPolicy on management that refuses the
+// uploaded status (as a stricter schema after an upgrade would) does not hold spec back; an event
+// on the remote object says why.
+func TestStatusRefusedByAdmissionPolicy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ns := e.remoteNamespace("status-policy")
+	name := "refuse-status-" + e.name
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"demo.regionsync.dev"}, APIVersions: []string{"*"}, Resources: []string{"tenants/status"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "!has(object.status) || !has(object.status.phase)", Message: "status.phase is not accepted here"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := e.mgmt.Create(e.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.mgmt.Delete(context.Background(), o) })
+	}
+	// The policy is in force once a status write with a phase is refused.
+	probe := e.tenant(ns, "probe", "Probe")
+	e.eventually("the policy is in force", func() error {
+		p := &demov1alpha1.Tenant{}
+		if err := e.mgmt.Get(e.ctx, client.ObjectKeyFromObject(probe), p); err != nil {
+			return err
+		}
+		p.Status.Phase = "Probe"
+		if err := e.mgmt.Status().Update(e.ctx, p); err == nil {
+			return errors.New("status still accepted")
+		}
+		return nil
+	})
+	e.tenant(ns, "acme", "Acme")
+	e.waitEvent(e.mgmt, ns, "acme"+e.suffix, syncer.ReasonStatusRefused)
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
+	e.eventually("spec change arrived although the status is refused", func() error {
+		l, err := e.getLocal(ns, "acme")
+		if err != nil {
+			return err
+		}
+		if l.Spec.Replicas != 7 {
+			return fmt.Errorf("replicas %d", l.Spec.Replicas)
+		}
+		return nil
 	})
 }
 
