@@ -39,14 +39,17 @@ type Sources struct {
 	Stats               func() []syncer.Stats
 	// LocalReady reports whether the local caches are synced.
 	LocalReady func() bool
+	// FirstPassDone reports whether every kind's caches synced and its first pass over the shard
+	// finished; until then the region is neither Synced nor Ready.
+	FirstPassDone func() bool
 }
 
 // Reporter keeps the status of the Region named after the agent's region current. It writes only
 // when the status changed (at most every MinInterval) and refreshes the heartbeat every Refresh.
 // It never creates the Region: the operator does when adding the region.
 type Reporter struct {
-	// Client reads and writes Regions on management (directly, not cached).
-	Client client.Client
+	// Client reads, watches and writes Regions on management (directly, not cached).
+	Client client.WithWatch
 	Region string
 
 	Leader, ClusterID, AgentVersion, Shard string
@@ -56,14 +59,18 @@ type Reporter struct {
 	Refresh     time.Duration // default config.DefaultHeartbeatInterval
 	Log         logr.Logger
 
+	// lastWritten is the status as last written or found current; lastWrite when the agent last
+	// wrote; lastBeat the heartbeat on the Region.
 	lastWritten *regionsyncv1alpha1.RegionStatus
 	lastWrite   time.Time
+	lastBeat    time.Time
 	missing     bool
 	// notBefore delays the next look for a Region that does not exist (one read per Refresh).
 	notBefore time.Time
 }
 
-// Run reports until ctx ends.
+// Run reports until ctx ends. It watches its Region, so a Region created (or changed by another
+// writer) is acted on within a tick, without polling management for it.
 func (r *Reporter) Run(ctx context.Context) {
 	if r.MinInterval == 0 {
 		r.MinInterval = 2 * time.Second
@@ -71,6 +78,8 @@ func (r *Reporter) Run(ctx context.Context) {
 	if r.Refresh == 0 {
 		r.Refresh = config.DefaultHeartbeatInterval
 	}
+	kick := make(chan struct{}, 1)
+	go r.watch(ctx, kick)
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -81,40 +90,79 @@ func (r *Reporter) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-kick:
+			r.notBefore, r.lastWritten = time.Time{}, nil // look at the Region as it is now
 		}
 	}
 }
 
-// report writes the status if it changed (rate-limited) or the refresh is due.
+// watch sends on kick whenever the Region changes (created, deleted, written by anyone), until
+// ctx ends; a broken watch is started again.
+func (r *Reporter) watch(ctx context.Context, kick chan<- struct{}) {
+	for ctx.Err() == nil {
+		w, err := r.Client.Watch(ctx, &regionsyncv1alpha1.RegionList{}, client.MatchingFields{"metadata.name": r.Region})
+		if err == nil {
+			for range w.ResultChan() {
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+			}
+			w.Stop()
+		} else {
+			r.Log.V(1).Info("watching the Region; retrying", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// report writes the status when the agent's part of it changed (rate-limited) or the heartbeat
+// is due; conditions other writers set are kept and never cause a write.
 func (r *Reporter) report(ctx context.Context, now time.Time) error {
 	if (!r.lastWrite.IsZero() && now.Sub(r.lastWrite) < r.MinInterval) || now.Before(r.notBefore) {
 		return nil
 	}
-	region := &regionsyncv1alpha1.Region{}
 	want := r.desired(nil)
-	if r.lastWritten != nil && sameStatus(r.lastWritten, &want) && now.Sub(r.lastWrite) < r.Refresh {
+	if r.lastWritten != nil && sameOwnStatus(r.lastWritten, &want) && now.Sub(r.lastBeat) < r.Refresh {
 		return nil
 	}
+	region := &regionsyncv1alpha1.Region{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Region}, region); err != nil {
 		if apierrors.IsNotFound(err) {
 			if !r.missing {
 				r.Log.Info("Region object does not exist on management; the operator creates it when adding a region (the agent only updates its status)", "region", r.Region)
 				r.missing = true
 			}
-			r.notBefore = now.Add(r.Refresh)
+			r.notBefore = now.Add(r.Refresh) // the watch says when it appears
 			return nil
 		}
 		return err
 	}
 	r.missing = false
 	status := r.desired(region.Status.Conditions)
+	current := region.Status.DeepCopy()
+	if hb := current.HeartbeatTime; hb != nil && now.Sub(hb.Time) < r.Refresh && sameStatus(current, &status) {
+		// Nothing but the heartbeat would change, and it is not due.
+		r.lastWritten, r.lastBeat = status.DeepCopy(), hb.Time
+		return nil
+	}
 	status.HeartbeatTime = &metav1.Time{Time: now}
 	region.Status = status
 	if err := r.Client.Status().Update(ctx, region, client.FieldOwner(shard.FieldManager)); err != nil {
 		return fmt.Errorf("updating Region %s status: %w", r.Region, err)
 	}
-	r.lastWritten, r.lastWrite = status.DeepCopy(), now
+	r.lastWritten, r.lastWrite, r.lastBeat = status.DeepCopy(), now, now
 	return nil
+}
+
+// ownConditions are the condition types the agent sets; others belong to other writers.
+var ownConditions = map[string]bool{
+	regionsyncv1alpha1.ConditionReady: true, regionsyncv1alpha1.ConditionManagementConnected: true,
+	regionsyncv1alpha1.ConditionShardClaimed: true, regionsyncv1alpha1.ConditionSynced: true,
+	regionsyncv1alpha1.ConditionDeletionsHeld: true,
 }
 
 // sameStatus compares two statuses, ignoring the heartbeat and condition transition times.
@@ -124,9 +172,28 @@ func sameStatus(a, b *regionsyncv1alpha1.RegionStatus) bool {
 	for _, s := range []*regionsyncv1alpha1.RegionStatus{x, y} {
 		for i := range s.Conditions {
 			s.Conditions[i].LastTransitionTime = metav1.Time{}
+			s.Conditions[i].ObservedGeneration = 0
+		}
+		if len(s.Conditions) == 0 {
+			s.Conditions = nil
 		}
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// sameOwnStatus is sameStatus over the agent's own conditions only.
+func sameOwnStatus(a, b *regionsyncv1alpha1.RegionStatus) bool {
+	own := func(s *regionsyncv1alpha1.RegionStatus) *regionsyncv1alpha1.RegionStatus {
+		c := s.DeepCopy()
+		c.Conditions = nil
+		for _, cond := range s.Conditions {
+			if ownConditions[cond.Type] {
+				c.Conditions = append(c.Conditions, cond)
+			}
+		}
+		return c
+	}
+	return sameStatus(own(a), own(b))
 }
 
 // desired computes the status; previous conditions keep their transition times.
@@ -169,10 +236,15 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 		set(regionsyncv1alpha1.ConditionManagementConnected, false, regionsyncv1alpha1.ReasonUnreachable, "the management API server does not answer; local copies are kept")
 	}
 	set(regionsyncv1alpha1.ConditionShardClaimed, claim.Syncing, claim.Reason, claim.Message)
-	synced := claim.Syncing && bad == 0 && (r.Sources.LocalReady == nil || r.Sources.LocalReady())
-	if synced {
+	firstPass := r.Sources.FirstPassDone == nil || r.Sources.FirstPassDone()
+	synced := claim.Syncing && bad == 0 && firstPass && (r.Sources.LocalReady == nil || r.Sources.LocalReady())
+	switch {
+	case synced:
 		set(regionsyncv1alpha1.ConditionSynced, true, regionsyncv1alpha1.ReasonSynced, "every object of the shard is in sync or paused")
-	} else {
+	case claim.Syncing && !firstPass:
+		set(regionsyncv1alpha1.ConditionSynced, false, regionsyncv1alpha1.ReasonNotSynced,
+			"not every kind's caches have synced and finished a first pass over the shard")
+	default:
 		set(regionsyncv1alpha1.ConditionSynced, false, regionsyncv1alpha1.ReasonNotSynced, fmt.Sprintf("%d objects pending, failed or invalid", bad))
 	}
 	if held > 0 {

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -115,6 +116,27 @@ func (e *Engine) ManagementConfig() *rest.Config { return e.remoteConfig }
 
 // Writes is the gate of every write to management.
 func (e *Engine) Writes() *WriteGate { return &e.writes }
+
+// Stats returns each kind's object counts (empty until management has been reached).
+// FirstPassDone reports whether every kind's informers exist on both clusters and every object
+// of the shard in the management cache has been reconciled at least once (latched per kind, and
+// checked at most every firstPassRecheck until then, so a large shard costs one cache walk per
+// interval, not per call).
+func (e *Engine) FirstPassDone(ctx context.Context) bool {
+	select {
+	case <-e.sessionReady:
+	default:
+		return false
+	}
+	s := e.session.Load()
+	done := true
+	for _, r := range e.reconcilers {
+		if !r.firstPassDone(ctx, (*s).GetCache()) {
+			done = false
+		}
+	}
+	return done
+}
 
 // Stats returns each kind's object counts (empty until management has been reached).
 func (e *Engine) Stats() []Stats {

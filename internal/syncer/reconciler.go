@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -86,6 +87,11 @@ type Reconciler struct {
 	namespaces sync.Map
 	// available is closed once the kind's informers exist on both clusters.
 	available chan struct{}
+	// firstPass is set once every shard object in the management cache has been reconciled;
+	// firstPassAt is when that was last checked.
+	firstPass   atomic.Bool
+	firstPassMu sync.Mutex
+	firstPassAt time.Time
 }
 
 type uploadedSecret struct {
@@ -114,6 +120,44 @@ func (r *Reconciler) count(direction, result string) {
 	if result == telemetry.ResultWritten {
 		r.states.wrote(time.Now())
 	}
+}
+
+// firstPassRecheck is how often an unfinished first pass is checked.
+const firstPassRecheck = 2 * time.Second
+
+// firstPassDone reports whether the kind's first pass over the shard finished: its informers
+// exist and every shard object the management cache holds has a state.
+func (r *Reconciler) firstPassDone(ctx context.Context, remote client.Reader) bool {
+	if r.firstPass.Load() {
+		return true
+	}
+	select {
+	case <-r.available:
+	default:
+		return false
+	}
+	r.firstPassMu.Lock()
+	defer r.firstPassMu.Unlock()
+	if time.Since(r.firstPassAt) < firstPassRecheck {
+		return false
+	}
+	r.firstPassAt = time.Now()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(shard.ListGVK(r.GVK))
+	if err := remote.List(ctx, list); err != nil {
+		return false
+	}
+	for i := range list.Items {
+		key := objectRef(&list.Items[i])
+		if _, err := r.Mapper.ToLocal(key); errors.Is(err, shard.ErrNotInShard) {
+			continue
+		}
+		if !r.states.knows(key) {
+			return false
+		}
+	}
+	r.firstPass.Store(true)
+	return true
 }
 
 // countFailure counts a failed write, unless it was a routine optimistic-concurrency conflict

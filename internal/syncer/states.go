@@ -90,3 +90,11 @@ func (t *stateTracker) stats() Stats {
 	}
 	return Stats{Resource: t.resource, Counts: c, LastSync: t.lastSync}
 }
+
+// knows reports whether the object has a state (it was reconciled since it entered the shard).
+func (t *stateTracker) knows(key types.NamespacedName) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.states[key]
+	return ok
+}

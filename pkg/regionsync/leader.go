@@ -32,7 +32,7 @@ type fleetLeader struct {
 	mgr     manager.Manager
 	engine  *syncer.Engine
 	mgmt    kubernetes.Interface
-	regions client.Client
+	regions client.WithWatch
 	log     logr.Logger
 	holder  string
 	scope   ClaimScope
@@ -47,7 +47,7 @@ func newFleetLeader(cfg *config.AgentConfig, mgr manager.Manager, engine *syncer
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
-	regions, err := client.New(remote, client.Options{Scheme: scheme.New()})
+	regions, err := client.NewWithWatch(remote, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
@@ -135,6 +135,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 			ManagementConnected: l.engine.ManagementConnected,
 			Claim:               c.State,
 			Stats:               l.engine.Stats,
+			FirstPassDone:       func() bool { return l.engine.FirstPassDone(ctx) },
 		},
 		Refresh: l.cfg.Telemetry.HeartbeatInterval.Duration,
 		Log:     l.log.WithName("region"),

@@ -1,0 +1,80 @@
+package regionsync_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/pkg/regionsync"
+)
+
+// TestRegionStatusConverges: the syncer watches its Region (Ready within 5 s of the Region's
+// creation, no polling), keeps a condition another writer sets, and writes nothing more while
+// only the heartbeat would change and is not due.
+func TestRegionStatusConverges(t *testing.T) {
+	bg := context.Background()
+	const name = "rg-west"
+	var mgmtLog requestLog
+	mgr, err := ctrl.NewManager(region.Config, ctrl.Options{Scheme: hostScheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := regionsync.New(mgr, regionsync.Options{
+		Region:     name,
+		Management: regionsync.Management{Config: mgmtLog.wrap(management.Config)},
+		Shard:      regionsync.Shard{RemoteResourceSuffix: "-rgw"},
+		Resources:  []regionsync.Resource{{Object: &demov1alpha1.Tenant{}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(bg)
+	t.Cleanup(stop)
+	go func() { _ = mgr.Start(runCtx) }()
+	time.Sleep(3 * time.Second) // the claim is held and the Region is found missing
+
+	created := time.Now()
+	r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := management.Client.Create(bg, r); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "Region Ready within 5 s of its creation", func() (bool, error) {
+		if err := management.Client.Get(bg, client.ObjectKeyFromObject(r), r); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(r.Status.Conditions, regionsyncv1alpha1.ConditionReady), nil
+	})
+	t.Logf("Ready %.1fs after the Region was created", time.Since(created).Seconds())
+
+	// Another writer adds its own condition.
+	meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: "Audited", Status: metav1.ConditionTrue, Reason: "Checked", Message: "by the audit controller"})
+	if err := management.Client.Status().Update(bg, r); err != nil {
+		t.Fatal(err)
+	}
+	statusWrites := func(method, path, _ string) bool {
+		return method == http.MethodPut && strings.HasSuffix(path, "/regions/"+name+"/status")
+	}
+	before := mgmtLog.count(statusWrites)
+	time.Sleep(8 * time.Second)
+	if n := mgmtLog.count(statusWrites) - before; n != 0 {
+		t.Errorf("%d Region status writes in 8 s after a foreign condition was added, want 0 (the heartbeat is not due)", n)
+	}
+	if err := management.Client.Get(bg, client.ObjectKeyFromObject(r), r); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(r.Status.Conditions, "Audited") {
+		t.Errorf("the foreign condition was dropped: %+v", r.Status.Conditions)
+	}
+	if !meta.IsStatusConditionTrue(r.Status.Conditions, regionsyncv1alpha1.ConditionReady) {
+		t.Errorf("Ready is no longer true: %+v", r.Status.Conditions)
+	}
+}
