@@ -51,7 +51,7 @@ func inSyncReconciler(b *testing.B, tracer trace.Tracer) (*Reconciler, ctrl.Requ
 		Resource: config.ResourceConfig{Strategy: config.StrategyReplace}, GVK: gvk, Region: "us",
 		Keys: keys, Mapper: mapper,
 		Remote: remoteClient, RemoteAPI: remoteClient, Local: localClient, LocalAPI: localClient,
-		Log: logr.Discard(), states: newStateTracker("Tenant.demo.regionsync.dev"), Tracer: tracer,
+		Log: logr.Discard(), states: newStateTracker("Tenant.demo.regionsync.dev"), fights: newFightTracker(), Tracer: tracer,
 	}
 	r.Budget = newBudgetGate(DeletionBudget{MaxFraction: 0.5}, r.countOrphans)
 	return r, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "acme", Name: "acme-us"}}

@@ -97,6 +97,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		SecretRecheck:       e.cfg.ResyncPeriod.Duration,
 		Log:                 e.log.WithValues("resource", shard.KindName(gvk)),
 		states:              newStateTracker(shard.KindName(gvk)),
+		fights:              newFightTracker(),
 		Tracer:              e.tracer,
 		available:           make(chan struct{}),
 	}

@@ -48,6 +48,20 @@ func copiedMetadata(remote *unstructured.Unstructured, keys shard.Keys, region s
 	return labels, annotations
 }
 
+// specHash hashes what flows down from remote (its content and copied labels and annotations):
+// the same hash written twice means the first write was undone locally.
+func specHash(remote *unstructured.Unstructured, keys shard.Keys, region string) string {
+	content := map[string]any{}
+	for k, v := range remote.Object {
+		if isContentKey(k) {
+			content[k] = v
+		}
+	}
+	labels, annotations := copiedMetadata(remote, keys, region)
+	delete(annotations, keys.TraceParent) // a new trace is not new content
+	return hashJSON(map[string]any{"content": content, "labels": labels, "annotations": annotations})
+}
+
 // desiredReplace returns the local object the Replace strategy writes: live (or a new object at
 // local when live is nil) with its content replaced by the remote's and the remote's labels and
 // annotations laid over its own. Labels and annotations that only the local side has are kept, so

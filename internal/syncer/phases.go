@@ -39,6 +39,7 @@ const (
 	ReasonRemoteSecretMissing   = "RemoteSecretMissing"
 	ReasonStatusUploadFailed    = "StatusUploadFailed"
 	ReasonStatusRefused         = "StatusRefused"
+	ReasonWriteFight            = "WriteFight"
 )
 
 // waitRequeue is how soon an object is looked at again while the agent waits for something it
@@ -81,6 +82,9 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 	status, ok := local.Object["status"]
 	if !ok || reflect.DeepEqual(remote.Object["status"], status) {
 		return remote, nil, nil
+	}
+	if !r.admitWrite(ctx, sideManagement, objectRef(remote), remote, hashJSON(status)) {
+		return remote, nil, nil // in a fight: the retry comes after fightInterval
 	}
 	updated := remote.DeepCopy()
 	updated.Object["status"] = deepCopyJSON(status)
@@ -359,6 +363,9 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 			r.count(telemetry.DirectionDown, telemetry.ResultUnchanged)
 			return live, nil
 		}
+		if live != nil && !r.admitWrite(ctx, sideLocal, objectRef(remote), live, hash) {
+			return live, nil // in a fight: the retry comes after fightInterval
+		}
 		r.setTraceparent(ctx, desired)
 		err = r.write(ctx, sideLocal, "apply local", desired, func(ctx context.Context) error {
 			return r.Local.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(shard.FieldManager), client.ForceOwnership)
@@ -368,6 +375,10 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		if live != nil && replaceInSync(remote, live, r.Keys, r.Region) {
 			r.count(telemetry.DirectionDown, telemetry.ResultUnchanged)
 			return live, nil
+		}
+		// The same remote content written again means a local writer undid the last write.
+		if live != nil && !r.admitWrite(ctx, sideLocal, objectRef(remote), live, specHash(remote, r.Keys, r.Region)) {
+			return live, nil // in a fight: the retry comes after fightInterval
 		}
 		out = desiredReplace(remote, live, localKey, r.Keys, r.Region)
 		r.setTraceparent(ctx, out)

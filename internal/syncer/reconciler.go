@@ -80,6 +80,8 @@ type Reconciler struct {
 	eventTimes sync.Map
 	// patched holds, per remote object, the last generation annotations written (generationsPatch).
 	patched sync.Map
+	// fights detects write loops with other writers, per object and side.
+	fights *fightTracker
 	// stale holds the requests whose last pass hit a conflict: their next pass reads the remote
 	// object from the API server.
 	stale sync.Map
@@ -160,6 +162,30 @@ func (r *Reconciler) firstPassDone(ctx context.Context, remote client.Reader) bo
 	return true
 }
 
+// admitWrite decides whether a write of content hash to the object's side may go now (see
+// fightTracker): a write that another writer keeps undoing is held back, counted and reported.
+func (r *Reconciler) admitWrite(ctx context.Context, side string, remoteKey types.NamespacedName, obj client.Object, hash string) bool {
+	v := r.fights.admit(fightKey{remote: remoteKey, side: side}, hash, time.Now())
+	if !v.allowed {
+		telemetry.WriteFights.WithLabelValues(r.Name(), side).Inc()
+	}
+	if v.report {
+		what, other := "the status it uploads to management", "a writer on management"
+		if side == sideLocal {
+			what, other = "the spec of the local copy", "a writer in region "+r.Region
+		}
+		msg := fmt.Sprintf("%s keeps undoing %s (%d undone writes in a row): regionsync (region %s) now writes it at most once per %s until the other writer stops",
+			other, what, v.undone, r.Region, fightInterval)
+		logr.FromContextOrDiscard(ctx).Info("write loop with another writer; backing off", "cluster", side, "undone", v.undone)
+		if side == sideLocal {
+			r.LocalEvents.Eventf(obj, nil, corev1.EventTypeWarning, ReasonWriteFight, "Sync", "%s", msg)
+		} else {
+			r.RemoteEvents.Eventf(obj, nil, corev1.EventTypeWarning, ReasonWriteFight, "Sync", "%s", msg)
+		}
+	}
+	return v.allowed
+}
+
 // countFailure counts a failed write, unless it was a routine optimistic-concurrency conflict
 // (retried at once with a fresh read: nothing failed).
 func (r *Reconciler) countFailure(direction string, err error) {
@@ -194,6 +220,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		logr.FromContextOrDiscard(ctx).V(1).Info("conflict; retrying with a fresh read", "remote", req.NamespacedName, "error", err.Error())
 		result, err = ctrl.Result{RequeueAfter: conflictRequeue}, nil
 	}
+	if wait := r.fights.retryAfter(req.NamespacedName, time.Now()); wait > 0 && err == nil && result.IsZero() {
+		result = ctrl.Result{RequeueAfter: wait} // a write held back by a fight goes then
+	}
 	if err == nil && s.statusRefused != nil && result.IsZero() {
 		// Spec flowed; the status did not. Failed until management accepts it (a local status
 		// change tries again at once, and so does this retry).
@@ -207,6 +236,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.states.set(req.NamespacedName, final)
 	if final == stateGone { // forget what was remembered about it
 		r.patched.Delete(req.NamespacedName)
+		r.fights.forget(req.NamespacedName)
 		for _, name := range r.Resource.Secrets {
 			r.uploaded.Delete(uploadKey{remote: req.NamespacedName, secret: name})
 		}

@@ -86,6 +86,13 @@ var (
 		Help: "1 when the shard cannot be claimed, by reason (HeldByOtherFleet, ShardOverlap).",
 	}, []string{"reason"})
 
+	// WriteFights counts writes held back because another writer keeps undoing them (a write
+	// loop), by resource kind and the cluster written (management: status; local: spec).
+	WriteFights = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_write_fights_total",
+		Help: "Writes held back because another writer keeps undoing the agent's writes on an object, by resource kind and cluster (management, local).",
+	}, []string{labelResource, "cluster"})
+
 	// ManagementConnected is 1 while the management cluster answers.
 	ManagementConnected = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "regionsync_management_connected",
@@ -96,7 +103,7 @@ var (
 // Collectors are every regionsync metric.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict, WriteLag}
+		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights}
 }
 
 func init() {

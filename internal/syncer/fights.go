@@ -1,0 +1,108 @@
+package syncer
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Write-loop detection: another writer that keeps undoing the agent's writes on one object (a
+// management controller rewriting the status, a regional controller rewriting spec under
+// Replace) must not make the agent write back as fast as the API servers answer.
+const (
+	// fightWindow: writing the same content again within this long of the previous write of it
+	// means the previous write was undone.
+	fightWindow = time.Minute
+	// fightThreshold undone writes in a row make a fight.
+	fightThreshold = 3
+	// fightInterval is the least time between two writes to an object in a fight.
+	fightInterval = 10 * time.Second
+	// fightReportEvery is how often a continuing fight is reported again.
+	fightReportEvery = time.Minute
+)
+
+// fightKey names one kind of write to one object: the status upload, or the spec of the copy.
+type fightKey struct {
+	remote types.NamespacedName
+	side   string
+}
+
+type fightState struct {
+	hash        string    // what was last written
+	at          time.Time // when
+	undone      int       // how many writes of the same content in a row
+	nextAllowed time.Time // in a fight: the earliest next write
+	reportedAt  time.Time
+}
+
+// fightTracker remembers, per object and side, the last write and how often it was undone.
+type fightTracker struct {
+	mu sync.Mutex
+	m  map[fightKey]*fightState
+}
+
+func newFightTracker() *fightTracker { return &fightTracker{m: map[fightKey]*fightState{}} }
+
+// verdict is what admit decided about one write.
+type verdict struct {
+	// allowed: write now. When not, wait is how long until the next write may go.
+	allowed bool
+	wait    time.Duration
+	// fighting: the object is in a fight (undone writes); report: say so now (an event).
+	fighting, report bool
+	undone           int
+}
+
+// admit decides whether content hash may be written to key now, and records the write when it
+// may. Writing other content, or the same content after fightWindow, is never throttled: only
+// the same content written again and again (undone by someone else) is.
+func (t *fightTracker) admit(key fightKey, hash string, now time.Time) verdict {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.m[key]
+	if s == nil {
+		s = &fightState{}
+		t.m[key] = s
+	}
+	if s.hash == hash && now.Sub(s.at) < fightWindow {
+		s.undone++
+	} else {
+		s.undone, s.nextAllowed = 0, time.Time{}
+	}
+	v := verdict{allowed: true, undone: s.undone}
+	if s.undone >= fightThreshold {
+		v.fighting = true
+		if now.Before(s.nextAllowed) {
+			s.undone-- // this attempt wrote nothing: it undoes nothing
+			return verdict{wait: s.nextAllowed.Sub(now), fighting: true, undone: s.undone}
+		}
+		s.nextAllowed = now.Add(fightInterval)
+		if now.Sub(s.reportedAt) >= fightReportEvery {
+			v.report, s.reportedAt = true, now
+		}
+	}
+	s.hash, s.at = hash, now
+	return v
+}
+
+// retryAfter is how long until a throttled write of any side of remote may go (0: none waits).
+func (t *fightTracker) retryAfter(remote types.NamespacedName, now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var wait time.Duration
+	for _, side := range []string{sideManagement, sideLocal} {
+		if s := t.m[fightKey{remote, side}]; s != nil && s.undone >= fightThreshold && s.nextAllowed.After(now) {
+			wait = max(wait, s.nextAllowed.Sub(now))
+		}
+	}
+	return wait
+}
+
+// forget drops what is known about remote (it left the shard or was deleted).
+func (t *fightTracker) forget(remote types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, fightKey{remote, sideManagement})
+	delete(t.m, fightKey{remote, sideLocal})
+}
