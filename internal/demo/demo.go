@@ -106,7 +106,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer func() { _ = shutdownTracer(context.Background()) }()
 	say("starting %s + %v (kube-apiserver, etcd and kube-controller-manager each) ...", Management, Regions)
-	fleet, err := testenv.Start(ctx, append([]string{Management}, Regions...), testenv.Options{Dir: dir, Log: func(f string, a ...any) { say("  "+f, a...) }})
+	fleet, err := testenv.Start(append([]string{Management}, Regions...), testenv.Options{Dir: dir, Log: func(f string, a ...any) { say("  "+f, a...) }})
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func createDemoTenants(ctx context.Context, mgmt client.Client, tracer trace.Tra
 // its status and token returned, and its generation annotations current; and says so.
 func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local client.Client, region string, keys shard.Keys) error {
 	start := time.Now()
-	remote, copy := &demov1alpha1.Tenant{}, &demov1alpha1.Tenant{}
+	remote, localCopy := &demov1alpha1.Tenant{}, &demov1alpha1.Tenant{}
 	token := &corev1.Secret{}
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -321,7 +321,7 @@ func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local cl
 			last = err.Error()
 			return false, nil
 		}
-		if err := local.Get(ctx, client.ObjectKey{Namespace: DemoNamespace, Name: "acme"}, copy); err != nil {
+		if err := local.Get(ctx, client.ObjectKey{Namespace: DemoNamespace, Name: "acme"}, localCopy); err != nil {
 			last = "local copy: " + err.Error()
 			return false, nil
 		}
@@ -329,8 +329,8 @@ func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local cl
 			last = err.Error()
 			return false, nil
 		}
-		current := keys.GenerationsCurrent(remote.Annotations, remote.Generation, copy.Generation) &&
-			remote.Status.ObservedGeneration == copy.Generation && remote.Status.Phase == tenantoperator.PhaseReady &&
+		current := keys.GenerationsCurrent(remote.Annotations, remote.Generation, localCopy.Generation) &&
+			remote.Status.ObservedGeneration == localCopy.Generation && remote.Status.Phase == tenantoperator.PhaseReady &&
 			len(token.Data["token"]) > 0
 		last = fmt.Sprintf("status %+v, annotations %v", remote.Status, remote.Annotations)
 		return current, nil
@@ -341,7 +341,7 @@ func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local cl
 	say("")
 	say("%s: round trip complete in %s", region, time.Since(start).Round(10*time.Millisecond))
 	say("  management %s/%s  generation %d, finalizer %v", DemoNamespace, remote.Name, remote.Generation, remote.Finalizers)
-	say("  region     %s/%s  (copy, generation %d) spec %+v", DemoNamespace, copy.Name, copy.Generation, copy.Spec)
+	say("  region     %s/%s  (copy, generation %d) spec %+v", DemoNamespace, localCopy.Name, localCopy.Generation, localCopy.Spec)
 	say("  status up  phase=%s endpoint=%s observedGeneration=%d", remote.Status.Phase, remote.Status.Endpoint, remote.Status.ObservedGeneration)
 	say("  token up   secret %s: %d bytes, uploaded hash %s", token.Name, len(token.Data["token"]), token.Annotations[keys.LastUploadedHash])
 	say("  %s=%s = metadata.generation and %s=%s = the copy's generation, observed in status: current",

@@ -86,7 +86,7 @@ func needFleet(tb testing.TB) {
 // startFleet starts the management and regional clusters and the region's tenant operator.
 func startFleet() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	f, err := testenv.Start(ctx, []string{"management", "region"}, testenv.Options{})
+	f, err := testenv.Start([]string{"management", "region"}, testenv.Options{})
 	if err != nil {
 		cancel()
 		return err
