@@ -302,12 +302,6 @@ func (e *env) stop() {
 	}
 }
 
-// restart stops the agent and starts a new one: fresh caches, as after a crash or an upgrade.
-func (e *env) restart() {
-	e.stop()
-	e.start()
-}
-
 // ns returns a per-test namespace name.
 func (e *env) ns(stem string) string { return e.name + "-" + stem }
 
@@ -330,8 +324,8 @@ func (e *env) remoteSecret(ns, name string) {
 	}
 }
 
-// tenant creates a Tenant on management in ns with the test's suffix; it returns the object.
-func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) *demov1alpha1.Tenant {
+// tenant creates a Tenant on management in ns with the test's suffix.
+func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) {
 	e.t.Helper()
 	t := &demov1alpha1.Tenant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + e.suffix, Labels: map[string]string{"tier": "gold"}, Annotations: map[string]string{"example.com/note": "hello"}},
@@ -343,7 +337,6 @@ func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tena
 	if err := e.mgmt.Create(e.ctx, t); err != nil {
 		e.t.Fatal(err)
 	}
-	return t
 }
 
 // eventually polls cond until it returns nil, failing the test with its last error after 30s.

@@ -24,8 +24,10 @@ import (
 
 var tenantGVK = schema.GroupVersionKind{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}
 
-func (e *env) setRemote(ns, name string, edit func(*demov1alpha1.Tenant)) {
+// setRemote edits the Tenant "acme" on management in ns, the one the scenarios change remotely.
+func (e *env) setRemote(ns string, edit func(*demov1alpha1.Tenant)) {
 	e.t.Helper()
+	const name = "acme"
 	e.update("remote "+name, e.mgmt, func() (*demov1alpha1.Tenant, error) { return e.getRemote(ns, name) }, edit)
 }
 
@@ -69,12 +71,12 @@ func TestPausedRemotely(t *testing.T) {
 		_, err := e.getLocal(ns, "frozen")
 		return len(o.Finalizers) > 0 || err == nil
 	})
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { annotate(e.keys.Paused, "true")(o); o.Spec.Replicas = 9 })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { annotate(e.keys.Paused, "true")(o); o.Spec.Replicas = 9 })
 	e.never("paused spec change copied", 2*time.Second, func() bool {
 		l, _ := e.getLocal(ns, "acme")
 		return l.Spec.Replicas == 9
 	})
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Annotations, e.keys.Paused) })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { delete(o.Annotations, e.keys.Paused) })
 	_, local := e.waitSynced(ns, "acme")
 	if local.Spec.Replicas != 9 {
 		t.Fatalf("after unpause replicas %d", local.Spec.Replicas)
@@ -89,7 +91,7 @@ func TestPausedLocally(t *testing.T) {
 	e.tenant(ns, "acme", "Acme")
 	e.waitSynced(ns, "acme")
 	e.setLocal(ns, "acme", annotate(e.keys.Paused, "true"))
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
 	e.never("spec copied onto a locally paused object", 2*time.Second, func() bool {
 		l, _ := e.getLocal(ns, "acme")
 		return l.Spec.Replicas == 7
@@ -160,7 +162,7 @@ func TestRemoteTerminatingWithFinalizer(t *testing.T) {
 	if _, err := e.getLocal(ns, "acme"); !apierrors.IsNotFound(err) {
 		t.Fatalf("finalizer released while the local copy exists: %v", err)
 	}
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Finalizers = nil })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Finalizers = nil })
 }
 
 // Local drift is reverted by Replace.
@@ -185,7 +187,7 @@ func TestReplaceRevertsDrift(t *testing.T) {
 		return nil
 	})
 	// A label removed on management is removed from the copy; the local-only one stays.
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Labels, "tier") })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { delete(o.Labels, "tier") })
 	e.eventually("removed label gone, local-only label kept", func() error {
 		l, err := e.getLocal(ns, "acme")
 		if err != nil {
@@ -206,7 +208,7 @@ func TestApplyKeepsLocalFields(t *testing.T) {
 	e.tenant(ns, "acme", "Acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 0 }) // replicas left to the region
 	e.waitSynced(ns, "acme")
 	e.setLocal(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 3 })
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.DisplayName = "Acme 2" })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.DisplayName = "Acme 2" })
 	_, local := e.waitSynced(ns, "acme")
 	if local.Spec.DisplayName != "Acme 2" || local.Spec.Replicas != 3 {
 		t.Fatalf("after apply: %+v", local.Spec)
@@ -362,7 +364,7 @@ func TestStatusUploadFailureBlocksSpec(t *testing.T) {
 	ns := e.remoteNamespace("status-fails")
 	e.tenant(ns, "acme", "Acme")
 	e.waitEvent(e.mgmt, ns, "acme"+e.suffix, syncer.ReasonStatusUploadFailed)
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 4 })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 4 })
 	e.never("spec downloaded although the status upload fails", 3*time.Second, func() bool {
 		l, _ := e.getLocal(ns, "acme")
 		return l.Spec.Replicas == 4
@@ -412,7 +414,7 @@ func TestManagementDownAtStartAndOutage(t *testing.T) {
 	if err := e.proxy.Up(); err != nil {
 		t.Fatal(err)
 	}
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 6 })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 6 })
 	_, local := e.waitSynced(ns, "acme")
 	if local.Spec.Replicas != 6 {
 		t.Fatalf("replicas %d after the outage", local.Spec.Replicas)
@@ -563,7 +565,7 @@ func TestWritesPerChange(t *testing.T) {
 		t.Fatalf("writes at rest across a resync: %v", w)
 	}
 
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 8 })
+	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 8 })
 	e.waitSynced(ns, "acme")
 	time.Sleep(time.Second)
 	local, remote := e.localWrites.take(), e.remoteWrites.take()
