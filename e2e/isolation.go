@@ -185,7 +185,7 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 		{"move its Lease's registration time back", byPolicy, func() error {
 			l := lease(a)
 			if l.Annotations[claim.RegisteredAnnotation] == "" {
-				return fmt.Errorf("Lease %s has no %s", l.Name, claim.RegisteredAnnotation)
+				return fmt.Errorf("lease %s has no %s", l.Name, claim.RegisteredAnnotation)
 			}
 			l.Annotations[claim.RegisteredAnnotation] = "2001-01-01T00:00:00Z"
 			return mgmtA.Update(ctx, l)

@@ -14,7 +14,7 @@ import (
 // apply order.
 func TestKindPlan(t *testing.T) {
 	p := PlanKind(Regions, "ghcr.io/regionsync/agent:e2e")
-	var names []string
+	names := make([]string, 0, len(p.Clusters))
 	for _, c := range p.Clusters {
 		names = append(names, c.Name)
 		if c.Config.Kind != "Cluster" || c.Config.APIVersion != "kind.x-k8s.io/v1alpha4" || c.Config.Name != c.Name {

@@ -73,7 +73,7 @@ func StartLocal(ctx context.Context, agentBinary, dir, deployDir string, regions
 	if f.Traces, err = otlpsink.Start(otlpsink.Options{}); err != nil {
 		return nil, err
 	}
-	fl, err := testenv.Start(ctx, append([]string{"management"}, regions...), testenv.Options{Dir: filepath.Join(dir, "clusters"), Log: log})
+	fl, err := testenv.Start(append([]string{"management"}, regions...), testenv.Options{Dir: filepath.Join(dir, "clusters"), Log: log})
 	if err != nil {
 		f.Traces.Stop()
 		return nil, err
@@ -223,7 +223,7 @@ func (f *LocalFleet) Regions() []string {
 
 // AddRegion implements Fleet: a new control plane for the region, then the same deployment.
 func (f *LocalFleet) AddRegion(ctx context.Context, name, deployDir string) error {
-	fl, err := testenv.Start(ctx, []string{name}, testenv.Options{Dir: filepath.Join(f.Dir, "clusters-"+name), Log: f.Log})
+	fl, err := testenv.Start([]string{name}, testenv.Options{Dir: filepath.Join(f.Dir, "clusters-"+name), Log: f.Log})
 	if err != nil {
 		return err
 	}

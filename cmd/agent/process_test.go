@@ -229,16 +229,14 @@ func (e *fleetEnv) tenant(ns, name string) {
 	e.create(e.management.Client, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: demov1alpha1.TenantSpec{DisplayName: name}})
 }
 
-func (e *fleetEnv) waitLocal(c *testenv.Cluster, ns, name string, timeout time.Duration) time.Duration {
+func (e *fleetEnv) waitLocal(c *testenv.Cluster, ns, name string, timeout time.Duration) {
 	e.t.Helper()
-	start := time.Now()
 	err := wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		return c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &demov1alpha1.Tenant{}) == nil, nil
 	})
 	if err != nil {
 		e.t.Fatalf("%s/%s never reached %s within %s", ns, name, c.Name, timeout)
 	}
-	return time.Since(start)
 }
 
 func (e *fleetEnv) eventually(what string, timeout time.Duration, cond func() error) {

@@ -29,7 +29,7 @@ import (
 // caller's credentials.
 func TestRegionKubeconfigScript(t *testing.T) {
 	dir := t.TempDir()
-	fleet, err := testenv.Start(context.Background(), []string{"management"}, testenv.Options{Dir: filepath.Join(dir, "clusters"), NoControllerManager: true, Log: t.Logf})
+	fleet, err := testenv.Start([]string{"management"}, testenv.Options{Dir: filepath.Join(dir, "clusters"), NoControllerManager: true, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

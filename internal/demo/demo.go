@@ -29,6 +29,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/otlpsink"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
@@ -65,18 +66,9 @@ type Options struct {
 // stops everything it started.
 func Run(ctx context.Context, opts Options) error {
 	say := func(format string, args ...any) { fmt.Fprintf(opts.Out, format+"\n", args...) }
-	dir, err := filepath.Abs(opts.Dir)
+	dir, err := prepareDir(opts)
 	if err != nil {
 		return err
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if _, err := os.Stat(opts.AgentBinary); err != nil {
-		return fmt.Errorf("agent binary: %w (run make build)", err)
 	}
 	// SIGUSR1 prints the metrics and traces again; until the fleet is up it is only remembered.
 	usr1 := make(chan os.Signal, 1)
@@ -88,151 +80,224 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer recv.Stop()
-	say("OTLP receiver: gRPC %s, HTTP %s/v1/traces (agents and tenant operators export here)", recv.GRPCAddr(), "http://"+recv.HTTPAddr())
-	if fwd := recv.Forwarder(); fwd != nil {
-		say("  and every span received is forwarded to %s (OTEL_EXPORTER_OTLP_ENDPOINT)", fwd.Endpoint())
-		defer func() {
-			recv.Stop() // flushes the forwarder
-			sent, failed, dropped, lastErr := fwd.Stats()
-			say("forwarded %d export requests to %s (%d failed, %d dropped)", sent, fwd.Endpoint(), failed, dropped)
-			if lastErr != nil {
-				say("  last forwarding error: %v", lastErr)
-			}
-		}()
-	}
+	defer announceReceiver(say, recv)()
 	tracer, shutdownTracer, err := newDemoTracer(ctx, recv)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = shutdownTracer(context.Background()) }()
 	say("starting %s + %v (kube-apiserver, etcd and kube-controller-manager each) ...", Management, Regions)
-	fleet, err := testenv.Start(ctx, append([]string{Management}, Regions...), testenv.Options{Dir: dir, Log: func(f string, a ...any) { say("  "+f, a...) }})
+	fleet, err := testenv.Start(append([]string{Management}, Regions...), testenv.Options{Dir: dir, Log: func(f string, a ...any) { say("  "+f, a...) }})
 	if err != nil {
 		return err
 	}
-	var agents []*agentProcess
-	defer func() {
-		say("stopping agents and tenant operators (SIGTERM) and the fleet ...")
-		for _, a := range agents {
-			a.stop()
-		}
-		if err := fleet.Stop(); err != nil {
-			say("stop: %v", err)
-		}
-		say("stopped; nothing left running.")
-	}()
+	d := &demoRun{ctx: ctx, opts: opts, say: say, dir: dir, recv: recv, fleet: fleet, mgmt: fleet.Cluster(Management)}
+	defer d.stop()
 
-	mgmt := fleet.Cluster(Management)
-	if err := prepareManagement(ctx, mgmt.Client); err != nil {
+	if err := d.startProcesses(); err != nil {
 		return err
 	}
-	for i, region := range Regions {
-		c := fleet.Cluster(region)
-		op, err := startOperator(opts.OperatorBinary, filepath.Join(dir, region), c, region, tracingEnv(recv.Endpoint(), "tenant-operator-"+region))
-		if err != nil {
-			return fmt.Errorf("tenant operator: %w", err)
-		}
-		agents = append(agents, op)
-		// The agents elect a leader through a Lease in this namespace.
-		if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultLeaderNamespace}}); err != nil {
-			return err
-		}
-		a, err := startAgent(opts.AgentBinary, filepath.Join(dir, region), c, agentConfig(region, i, mgmt.Kubeconfig), tracingEnv(recv.Endpoint(), "agent-"+region))
-		if err != nil {
-			return err
-		}
-		agents = append(agents, a)
-		say("%s: tenant operator started (log %s); agent started (config %s, log %s)", region, op.log, filepath.Join(dir, region, "agent.yaml"), a.log)
-	}
-	exited := func() {
-		for _, a := range agents {
-			if a.exited() {
-				say("a process of %s exited; see %s", a.region, a.log)
-			}
-		}
-	}
-
-	say("")
-	say("creating on management, namespace %s: one Tenant per region (acme-<region>), each under a", DemoNamespace)
-	say("span of the demo's whose context it carries in %s, and the empty secrets", tenantoperator.DefaultTraceAnnotation)
-	say("tenant-token-<region> their tokens are uploaded to ...")
-	traces, err := createDemoTenants(ctx, mgmt.Client, tracer)
-	if err != nil {
+	if err := d.roundTrips(tracer); err != nil {
 		return err
 	}
-	keys := shard.NewKeys(config.DefaultAnnotationDomain)
-	for _, region := range Regions {
-		if err := showRoundTrip(ctx, say, mgmt.Client, fleet.Cluster(region).Client, region, keys); err != nil {
-			exited()
-			return err
-		}
-	}
-	showTraces := func() error {
-		for _, region := range Regions {
-			say("")
-			if err := printTrace(opts.Out, region, waitTrace(ctx, recv, traces[region], 20*time.Second)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	showMetrics := func() {
-		for i, region := range Regions {
-			say("")
-			url := "http://" + agentConfig(region, i, "").Telemetry.MetricsAddr + "/metrics"
-			m, err := ScrapeAgent(ctx, url)
-			if err != nil {
-				say("%s: agent metrics: %v", region, err)
-				continue
-			}
-			_ = printMetrics(opts.Out, region, url, m)
-		}
-	}
-	if err := showTraces(); err != nil {
+	if err := d.showTraces(); err != nil {
 		return err
 	}
-	showMetrics()
-
-	say("")
-	say("kubectl get regions (on management):")
-	if err := waitRegionsReady(ctx, mgmt.Client); err != nil {
+	d.showMetrics()
+	if err := d.showRegions(); err != nil {
 		return err
 	}
-	if err := printTable(ctx, opts.Out, mgmt.Config, "/apis/regionsync.dev/v1alpha1/regions"); err != nil {
-		return err
-	}
-	say("")
-	say("fleet is up. kubeconfigs:")
-	for _, c := range fleet.Clusters {
-		say("  %-10s export KUBECONFIG=%s", c.Name, c.Kubeconfig)
-	}
-	for i, region := range Regions {
-		cfg := agentConfig(region, i, "")
-		say("  %-10s agent metrics http://%s/metrics, health http://%s/healthz", region, cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr)
-	}
-	say("")
-	say("try: kubectl --kubeconfig %s get regions", mgmt.Kubeconfig)
-	say("     kubectl --kubeconfig %s -n %s edit tenant acme-us-east-1   (change spec.replicas,", mgmt.Kubeconfig, DemoNamespace)
-	say("     then watch the copy in us-east-1 and the generation annotations on management)")
+	d.showAccess()
 	if opts.Exit {
 		return nil
 	}
-	say("")
-	say("kill -USR1 %d prints the traces (with any spans that arrived since) and the metrics again.", os.Getpid())
-	say("press Ctrl-C to tear everything down.")
+	return d.serve(usr1)
+}
+
+// prepareDir empties the demo's directory (made absolute) and checks that the agent binary exists.
+func prepareDir(opts Options) (string, error) {
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(opts.AgentBinary); err != nil {
+		return "", fmt.Errorf("agent binary: %w (run make build)", err)
+	}
+	return dir, nil
+}
+
+// announceReceiver says where the receiver listens. It returns what to run at the end: when the
+// receiver forwards spans, stopping it (which flushes the forwarder) and reporting the forwarding.
+func announceReceiver(say func(string, ...any), recv *otlpsink.Receiver) func() {
+	say("OTLP receiver: gRPC %s, HTTP %s/v1/traces (agents and tenant operators export here)", recv.GRPCAddr(), "http://"+recv.HTTPAddr())
+	fwd := recv.Forwarder()
+	if fwd == nil {
+		return func() {}
+	}
+	say("  and every span received is forwarded to %s (OTEL_EXPORTER_OTLP_ENDPOINT)", fwd.Endpoint())
+	return func() {
+		recv.Stop() // flushes the forwarder
+		sent, failed, dropped, lastErr := fwd.Stats()
+		say("forwarded %d export requests to %s (%d failed, %d dropped)", sent, fwd.Endpoint(), failed, dropped)
+		if lastErr != nil {
+			say("  last forwarding error: %v", lastErr)
+		}
+	}
+}
+
+// demoRun is one Run once its fleet is up: the processes it started and the traces it made.
+type demoRun struct {
+	ctx    context.Context
+	opts   Options
+	say    func(string, ...any)
+	dir    string
+	recv   *otlpsink.Receiver
+	fleet  *testenv.Fleet
+	mgmt   *testenv.Cluster
+	agents []*agentProcess
+	traces map[string]trace.TraceID
+}
+
+// stop stops the agents, the tenant operators and the fleet.
+func (d *demoRun) stop() {
+	d.say("stopping agents and tenant operators (SIGTERM) and the fleet ...")
+	for _, a := range d.agents {
+		a.stop()
+	}
+	if err := d.fleet.Stop(); err != nil {
+		d.say("stop: %v", err)
+	}
+	d.say("stopped; nothing left running.")
+}
+
+// startProcesses prepares management and starts the tenant operator and the agent of every region.
+func (d *demoRun) startProcesses() error {
+	if err := prepareManagement(d.ctx, d.mgmt.Client); err != nil {
+		return err
+	}
+	for i, region := range Regions {
+		c := d.fleet.Cluster(region)
+		op, err := startOperator(d.opts.OperatorBinary, filepath.Join(d.dir, region), c, region, tracingEnv(d.recv.Endpoint(), "tenant-operator-"+region))
+		if err != nil {
+			return fmt.Errorf("tenant operator: %w", err)
+		}
+		d.agents = append(d.agents, op)
+		// The agents elect a leader through a Lease in this namespace.
+		if err := c.Client.Create(d.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultLeaderNamespace}}); err != nil {
+			return err
+		}
+		a, err := startAgent(d.opts.AgentBinary, filepath.Join(d.dir, region), c, agentConfig(region, i, d.mgmt.Kubeconfig), tracingEnv(d.recv.Endpoint(), "agent-"+region))
+		if err != nil {
+			return err
+		}
+		d.agents = append(d.agents, a)
+		d.say("%s: tenant operator started (log %s); agent started (config %s, log %s)", region, op.log, filepath.Join(d.dir, region, "agent.yaml"), a.log)
+	}
+	return nil
+}
+
+// roundTrips creates the demo tenants on management and shows each region's round trip.
+func (d *demoRun) roundTrips(tracer trace.Tracer) error {
+	d.say("")
+	d.say("creating on management, namespace %s: one Tenant per region (acme-<region>), each under a", DemoNamespace)
+	d.say("span of the demo's whose context it carries in %s, and the empty secrets", tenantoperator.DefaultTraceAnnotation)
+	d.say("tenant-token-<region> their tokens are uploaded to ...")
+	traces, err := createDemoTenants(d.ctx, d.mgmt.Client, tracer)
+	if err != nil {
+		return err
+	}
+	d.traces = traces
+	keys := shard.NewKeys(config.DefaultAnnotationDomain)
+	for _, region := range Regions {
+		if err := showRoundTrip(d.ctx, d.say, d.mgmt.Client, d.fleet.Cluster(region).Client, region, keys); err != nil {
+			for _, a := range d.agents {
+				if a.exited() {
+					d.say("a process of %s exited; see %s", a.region, a.log)
+				}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// showTraces prints the trace of each region's tenant.
+func (d *demoRun) showTraces() error {
+	for _, region := range Regions {
+		d.say("")
+		if err := printTrace(d.opts.Out, region, waitTrace(d.ctx, d.recv, d.traces[region], 20*time.Second)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// showMetrics prints each agent's key metrics.
+func (d *demoRun) showMetrics() {
+	for i, region := range Regions {
+		d.say("")
+		url := "http://" + agentConfig(region, i, "").Telemetry.MetricsAddr + "/metrics"
+		m, err := ScrapeAgent(d.ctx, url)
+		if err != nil {
+			d.say("%s: agent metrics: %v", region, err)
+			continue
+		}
+		_ = printMetrics(d.opts.Out, region, url, m)
+	}
+}
+
+// showRegions waits for every Region to be Ready and prints them as kubectl would.
+func (d *demoRun) showRegions() error {
+	d.say("")
+	d.say("kubectl get regions (on management):")
+	if err := waitRegionsReady(d.ctx, d.mgmt.Client); err != nil {
+		return err
+	}
+	return printTable(d.ctx, d.opts.Out, d.mgmt.Config, "/apis/regionsync.dev/v1alpha1/regions")
+}
+
+// showAccess prints the kubeconfigs, the agents' endpoints and what to try.
+func (d *demoRun) showAccess() {
+	d.say("")
+	d.say("fleet is up. kubeconfigs:")
+	for _, c := range d.fleet.Clusters {
+		d.say("  %-10s export KUBECONFIG=%s", c.Name, c.Kubeconfig)
+	}
+	for i, region := range Regions {
+		cfg := agentConfig(region, i, "")
+		d.say("  %-10s agent metrics http://%s/metrics, health http://%s/healthz", region, cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr)
+	}
+	d.say("")
+	d.say("try: kubectl --kubeconfig %s get regions", d.mgmt.Kubeconfig)
+	d.say("     kubectl --kubeconfig %s -n %s edit tenant acme-us-east-1   (change spec.replicas,", d.mgmt.Kubeconfig, DemoNamespace)
+	d.say("     then watch the copy in us-east-1 and the generation annotations on management)")
+}
+
+// serve keeps the fleet up until ctx is cancelled or a process exits; SIGUSR1 prints the traces
+// and the metrics again.
+func (d *demoRun) serve(usr1 <-chan os.Signal) error {
+	d.say("")
+	d.say("kill -USR1 %d prints the traces (with any spans that arrived since) and the metrics again.", os.Getpid())
+	d.say("press Ctrl-C to tear everything down.")
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-d.ctx.Done():
 			return nil
 		case <-usr1:
-			if err := showTraces(); err != nil {
+			if err := d.showTraces(); err != nil {
 				return err
 			}
-			showMetrics()
+			d.showMetrics()
 		case <-tick.C:
-			for _, a := range agents {
+			for _, a := range d.agents {
 				if a.exited() {
 					return fmt.Errorf("a process of %s exited; see %s", a.region, a.log)
 				}
@@ -313,7 +378,7 @@ func createDemoTenants(ctx context.Context, mgmt client.Client, tracer trace.Tra
 // its status and token returned, and its generation annotations current; and says so.
 func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local client.Client, region string, keys shard.Keys) error {
 	start := time.Now()
-	remote, copy := &demov1alpha1.Tenant{}, &demov1alpha1.Tenant{}
+	remote, localCopy := &demov1alpha1.Tenant{}, &demov1alpha1.Tenant{}
 	token := &corev1.Secret{}
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -321,7 +386,7 @@ func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local cl
 			last = err.Error()
 			return false, nil
 		}
-		if err := local.Get(ctx, client.ObjectKey{Namespace: DemoNamespace, Name: "acme"}, copy); err != nil {
+		if err := local.Get(ctx, client.ObjectKey{Namespace: DemoNamespace, Name: "acme"}, localCopy); err != nil {
 			last = "local copy: " + err.Error()
 			return false, nil
 		}
@@ -329,8 +394,8 @@ func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local cl
 			last = err.Error()
 			return false, nil
 		}
-		current := keys.GenerationsCurrent(remote.Annotations, remote.Generation, copy.Generation) &&
-			remote.Status.ObservedGeneration == copy.Generation && remote.Status.Phase == tenantoperator.PhaseReady &&
+		current := keys.GenerationsCurrent(remote.Annotations, remote.Generation, localCopy.Generation) &&
+			remote.Status.ObservedGeneration == localCopy.Generation && remote.Status.Phase == tenantoperator.PhaseReady &&
 			len(token.Data["token"]) > 0
 		last = fmt.Sprintf("status %+v, annotations %v", remote.Status, remote.Annotations)
 		return current, nil
@@ -341,7 +406,7 @@ func showRoundTrip(ctx context.Context, say func(string, ...any), mgmt, local cl
 	say("")
 	say("%s: round trip complete in %s", region, time.Since(start).Round(10*time.Millisecond))
 	say("  management %s/%s  generation %d, finalizer %v", DemoNamespace, remote.Name, remote.Generation, remote.Finalizers)
-	say("  region     %s/%s  (copy, generation %d) spec %+v", DemoNamespace, copy.Name, copy.Generation, copy.Spec)
+	say("  region     %s/%s  (copy, generation %d) spec %+v", DemoNamespace, localCopy.Name, localCopy.Generation, localCopy.Spec)
 	say("  status up  phase=%s endpoint=%s observedGeneration=%d", remote.Status.Phase, remote.Status.Endpoint, remote.Status.ObservedGeneration)
 	say("  token up   secret %s: %d bytes, uploaded hash %s", token.Name, len(token.Data["token"]), token.Annotations[keys.LastUploadedHash])
 	say("  %s=%s = metadata.generation and %s=%s = the copy's generation, observed in status: current",

@@ -155,7 +155,7 @@ func printMetrics(out io.Writer, region, url string, m *AgentMetrics) error {
 	} else {
 		fmt.Fprintf(tw, "  watch-to-write lag p50 / p99\t%s / %s  (%d writes; estimated from the histogram's buckets)\n", fmtLag(m.LagP50), fmtLag(m.LagP99), m.LagCount)
 	}
-	var states []string
+	states := make([]string, 0, len(m.Objects))
 	for _, state := range sortedKeys(m.Objects) {
 		states = append(states, fmt.Sprintf("%s %g", state, m.Objects[state]))
 	}

@@ -203,7 +203,7 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 		Conditions: append([]metav1.Condition(nil), previous...),
 	}
 	connected := r.Sources.ManagementConnected()
-	claim := r.Sources.Claim()
+	shardClaim := r.Sources.Claim()
 	var bad, held int32
 	var last time.Time
 	for _, s := range r.Sources.Stats() {
@@ -235,13 +235,13 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	} else {
 		set(regionsyncv1alpha1.ConditionManagementConnected, false, regionsyncv1alpha1.ReasonUnreachable, "the management API server does not answer; local copies are kept")
 	}
-	set(regionsyncv1alpha1.ConditionShardClaimed, claim.Syncing, claim.Reason, claim.Message)
+	set(regionsyncv1alpha1.ConditionShardClaimed, shardClaim.Syncing, shardClaim.Reason, shardClaim.Message)
 	firstPass := r.Sources.FirstPassDone == nil || r.Sources.FirstPassDone()
-	synced := claim.Syncing && bad == 0 && firstPass && (r.Sources.LocalReady == nil || r.Sources.LocalReady())
+	synced := shardClaim.Syncing && bad == 0 && firstPass && (r.Sources.LocalReady == nil || r.Sources.LocalReady())
 	switch {
 	case synced:
 		set(regionsyncv1alpha1.ConditionSynced, true, regionsyncv1alpha1.ReasonSynced, "every object of the shard is in sync or paused")
-	case claim.Syncing && !firstPass:
+	case shardClaim.Syncing && !firstPass:
 		set(regionsyncv1alpha1.ConditionSynced, false, regionsyncv1alpha1.ReasonNotSynced,
 			"not every kind's caches have synced and finished a first pass over the shard")
 	default:
@@ -253,12 +253,12 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	} else {
 		set(regionsyncv1alpha1.ConditionDeletionsHeld, false, regionsyncv1alpha1.ReasonNoneHeld, "no deletion is held")
 	}
-	ready := connected && claim.Syncing && synced && held == 0
+	ready := connected && shardClaim.Syncing && synced && held == 0
 	switch {
 	case ready:
 		set(regionsyncv1alpha1.ConditionReady, true, regionsyncv1alpha1.ReasonReady, "the region is in sync")
-	case !claim.Syncing:
-		set(regionsyncv1alpha1.ConditionReady, false, claim.Reason, claim.Message)
+	case !shardClaim.Syncing:
+		set(regionsyncv1alpha1.ConditionReady, false, shardClaim.Reason, shardClaim.Message)
 	default:
 		set(regionsyncv1alpha1.ConditionReady, false, regionsyncv1alpha1.ReasonNotReady, "see the other conditions")
 	}

@@ -84,7 +84,7 @@ func record(ctx context.Context, mgmt, agent, operator trace.Tracer) roundTrip {
 func shape(out string) []string {
 	rows := strings.Split(strings.TrimRight(out, "\n"), "\n")[1:] // after the header
 	width := strings.Index(rows[0], "DURATION")
-	var lines []string
+	lines := make([]string, 0, len(rows)-1)
 	for _, l := range rows[1:] {
 		r := []rune(l)
 		lines = append(lines, strings.TrimRight(strings.TrimPrefix(string(r[:min(width, len(r))]), "  "), " "))
@@ -185,7 +185,7 @@ func TestPrintTraceFromReceivedSpans(t *testing.T) {
 }
 
 func spanIDs(spans []otlpsink.Span) []string {
-	var ids []string
+	ids := make([]string, 0, len(spans))
 	for _, s := range spans {
 		ids = append(ids, s.TraceID.String()+"/"+s.SpanID.String()+" "+s.Name+" "+s.Resource["service.name"])
 	}

@@ -101,11 +101,12 @@ func trimAround(s, prefix, suffix string) (string, bool) {
 // validKey checks a namespace (DNS label) and an object name (DNS subdomain, the rule for custom
 // resources and most built-in kinds).
 func validKey(k types.NamespacedName) error {
-	var msgs []string
-	for _, e := range validation.IsDNS1123Label(k.Namespace) {
+	nsErrs, nameErrs := validation.IsDNS1123Label(k.Namespace), validation.IsDNS1123Subdomain(k.Name)
+	msgs := make([]string, 0, len(nsErrs)+len(nameErrs))
+	for _, e := range nsErrs {
 		msgs = append(msgs, fmt.Sprintf("namespace %q: %s", k.Namespace, e))
 	}
-	for _, e := range validation.IsDNS1123Subdomain(k.Name) {
+	for _, e := range nameErrs {
 		msgs = append(msgs, fmt.Sprintf("name %q: %s", k.Name, e))
 	}
 	if len(msgs) > 0 {

@@ -23,15 +23,15 @@ const heldRequeue = 30 * time.Second
 
 // remoteDeleting handles a terminating remote object: the local copy (or the namespace the agent
 // created for it) is deleted first; once it is gone, the finalizer is released.
-func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstructured.Unstructured) (ctrl.Result, error) {
+func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstructured.Unstructured) error {
 	if local != nil && r.isMarked(local) {
 		if local.GetDeletionTimestamp().IsZero() {
-			return ctrl.Result{}, r.deleteLocal(ctx, local, "management object "+objectRef(remote).String()+" is being deleted")
+			return r.deleteLocal(ctx, local, "management object "+objectRef(remote).String()+" is being deleted")
 		}
-		return ctrl.Result{}, nil // its deletion event brings us back
+		return nil // its deletion event brings us back
 	}
 	if !controllerutil.ContainsFinalizer(remote, r.Keys.Finalizer) {
-		return ctrl.Result{}, nil
+		return nil
 	}
 	before := remote.DeepCopy()
 	controllerutil.RemoveFinalizer(remote, r.Keys.Finalizer)
@@ -40,11 +40,11 @@ func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstruct
 	})
 	if err != nil {
 		r.countFailure(telemetry.DirectionDelete, err)
-		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
+		return client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
 	}
 	r.count(telemetry.DirectionDelete, telemetry.ResultWritten)
 	logr.FromContextOrDiscard(ctx).Info("local copy gone; remote finalizer released")
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // orphaned handles a local copy whose remote object is not in the management cache. It is
@@ -103,14 +103,15 @@ func (r *Reconciler) deleteLocal(ctx context.Context, local *unstructured.Unstru
 		return client.IgnoreNotFound(fmt.Errorf("reading local namespace %s: %w", local.GetNamespace(), err))
 	}
 	var target client.Object = local
-	opts := []client.DeleteOption{client.PropagationPolicy(r.Resource.DeletePropagation)}
+	opts := make([]client.DeleteOption, 0, 2) // a propagation policy (not for a namespace) and the UID precondition
+	opts = append(opts, client.PropagationPolicy(r.Resource.DeletePropagation))
 	if r.ownsNamespace(ns, local) {
 		alone, err := r.aloneInNamespace(ctx, local)
 		if err != nil {
 			return err
 		}
 		if alone {
-			target, opts = ns, nil
+			target, opts = ns, opts[:0]
 		}
 	}
 	if !ns.DeletionTimestamp.IsZero() && target == client.Object(ns) {

@@ -175,7 +175,9 @@ func TestBudgetGateReusesVerdict(t *testing.T) {
 	}
 	now = now.Add(-heldFreshness - time.Second)
 	orphans = 1
-	g.Check(ctx)
+	if _, _, _, err := g.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if calls != 1 {
 		t.Fatalf("verdict not reused: %d counts", calls)
 	}

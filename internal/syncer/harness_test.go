@@ -86,7 +86,7 @@ func needFleet(tb testing.TB) {
 // startFleet starts the management and regional clusters and the region's tenant operator.
 func startFleet() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	f, err := testenv.Start(ctx, []string{"management", "region"}, testenv.Options{})
+	f, err := testenv.Start([]string{"management", "region"}, testenv.Options{})
 	if err != nil {
 		cancel()
 		return err
@@ -302,12 +302,6 @@ func (e *env) stop() {
 	}
 }
 
-// restart stops the agent and starts a new one: fresh caches, as after a crash or an upgrade.
-func (e *env) restart() {
-	e.stop()
-	e.start()
-}
-
 // ns returns a per-test namespace name.
 func (e *env) ns(stem string) string { return e.name + "-" + stem }
 
@@ -330,7 +324,7 @@ func (e *env) remoteSecret(ns, name string) {
 	}
 }
 
-// tenant creates a Tenant on management in ns with the test's suffix; it returns the object.
+// tenant creates a Tenant on management in ns with the test's suffix.
 func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) *demov1alpha1.Tenant {
 	e.t.Helper()
 	t := &demov1alpha1.Tenant{

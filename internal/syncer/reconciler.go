@@ -434,8 +434,7 @@ func (r *Reconciler) followRemoteDeletion(ctx context.Context, s *scope) (done b
 		return false, nil
 	}
 	s.state = StatePending
-	s.result, err = r.remoteDeleting(ctx, s.remote, s.local)
-	return true, err
+	return true, r.remoteDeleting(ctx, s.remote, s.local)
 }
 
 // claimPhase adds the finalizer first, and ends the pass to act on the event it causes.

@@ -153,14 +153,14 @@ func TestTraceAcrossClustersOTLP(t *testing.T) {
 	}
 	e.stop() // flushes the batch exporter
 	spans := recv.spans(traceID)
-	sync, ok := spans["sync Tenant.demo.regionsync.dev"]
+	syncSpan, ok := spans["sync Tenant.demo.regionsync.dev"]
 	if !ok {
 		t.Fatalf("no sync span in the management trace was exported; got %v", spans)
 	}
 	want := map[string]string{"service.name": "regionsync-agent", "cloud.region": e.cfg.Region, "k8s.cluster.name": e.cfg.Region}
 	for k, v := range want {
-		if sync[k] != v {
-			t.Errorf("resource attribute %s = %q, want %q", k, sync[k], v)
+		if syncSpan[k] != v {
+			t.Errorf("resource attribute %s = %q, want %q", k, syncSpan[k], v)
 		}
 	}
 	if _, ok := spans["upload status"]; !ok {

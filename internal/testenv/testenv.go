@@ -9,7 +9,6 @@
 package testenv
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -82,13 +81,14 @@ func (f *Fleet) Cluster(name string) *Cluster {
 // Dir is where the fleet's kubeconfigs and logs are.
 func (f *Fleet) Dir() string { return f.dir }
 
-// NoControlPlaneEnv, when set, makes Start fail: make test-unit and make fuzz set it, so that a
-// test that needs API servers fails there loudly instead of starting them.
+// NoControlPlaneEnv names the environment variable that, when set, makes Start fail: make test-unit
+// and make fuzz set it, so that a test that needs API servers fails there loudly instead of starting
+// them.
 const NoControlPlaneEnv = "REGIONSYNC_NO_CONTROL_PLANE"
 
 // Start starts one cluster per name, in parallel, and returns when all are serving with their
 // CRDs installed. On error everything started so far is stopped.
-func Start(ctx context.Context, names []string, opts Options) (*Fleet, error) {
+func Start(names []string, opts Options) (*Fleet, error) {
 	if len(names) == 0 {
 		return nil, errors.New("testenv: no cluster names")
 	}

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"testing"
 )
 
@@ -9,7 +8,7 @@ import (
 // fails or panics). Kubeconfigs and control-plane logs live in the test's temporary directory.
 func StartT(t testing.TB, names ...string) *Fleet {
 	t.Helper()
-	f, err := Start(context.Background(), names, Options{Dir: t.TempDir(), Log: t.Logf})
+	f, err := Start(names, Options{Dir: t.TempDir(), Log: t.Logf})
 	if err != nil {
 		t.Fatalf("starting clusters %v: %v", names, err)
 	}

@@ -60,14 +60,17 @@ func Parse(data []byte) (*AgentConfig, error) {
 	return cfg, nil
 }
 
+// leaderElectionField is the JSON name of Config.LeaderElection, used in field paths.
+const leaderElectionField = "leaderElection"
+
 // durationFields are the duration-typed fields; encoding/json reports their parse errors without a
 // path, so a failed decode is checked against them to name the field.
 var durationFields = [][]string{
 	{"resyncPeriod"},
 	{"telemetry", "heartbeatInterval"},
-	{"leaderElection", "leaseDuration"},
-	{"leaderElection", "renewDeadline"},
-	{"leaderElection", "retryPeriod"},
+	{leaderElectionField, "leaseDuration"},
+	{leaderElectionField, "renewDeadline"},
+	{leaderElectionField, "retryPeriod"},
 }
 
 func durationFieldError(js []byte) error {
@@ -185,7 +188,7 @@ func Validate(c *AgentConfig) error {
 	errs = append(errs, validateManagement(field.NewPath("management"), &c.Management)...)
 	errs = append(errs, validateShard(field.NewPath("shard"), &c.Shard)...)
 	errs = append(errs, validateResources(field.NewPath("resources"), c.Resources)...)
-	errs = append(errs, validateLeaderElection(field.NewPath("leaderElection"), &c.LeaderElection)...)
+	errs = append(errs, validateLeaderElection(field.NewPath(leaderElectionField), &c.LeaderElection)...)
 
 	bp := field.NewPath("deletionBudget")
 	if f := *c.DeletionBudget.MaxFraction; !(f > 0 && f <= 1) {

@@ -445,14 +445,15 @@ func (dc *decommissioner) deleteCopy(ctx context.Context, t *target) error {
 	}
 	var victim client.Object = t.copy
 	what := "copy"
-	opts := []client.DeleteOption{client.PropagationPolicy(t.propagation)}
+	opts := make([]client.DeleteOption, 0, 2) // a propagation policy (not for a namespace) and the UID precondition
+	opts = append(opts, client.PropagationPolicy(t.propagation))
 	if dc.ownsNamespace(ns, t) {
 		alone, err := dc.aloneInNamespace(ctx, t)
 		if err != nil {
 			return err
 		}
 		if alone {
-			victim, what, opts = ns, "namespace "+ns.Name, nil
+			victim, what, opts = ns, "namespace "+ns.Name, opts[:0]
 		}
 	}
 	t.deleted = what

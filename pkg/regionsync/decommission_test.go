@@ -73,7 +73,12 @@ func TestDecommissionReleasesRegionFinalizers(t *testing.T) {
 	runCtx, stop := context.WithCancel(bg)
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(runCtx) }()
-	defer func() { stop(); <-stopped }()
+	defer func() {
+		stop()
+		if err := <-stopped; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
 
 	remoteOf := func(o *demov1alpha1.Tenant) *demov1alpha1.Tenant {
 		got := &demov1alpha1.Tenant{}
@@ -282,7 +287,7 @@ func TestDecommissionReleasesRegionFinalizers(t *testing.T) {
 }
 
 func releasedNames(r regionsync.DecommissionReport) []string {
-	var out []string
+	out := make([]string, 0, len(r.Released))
 	for _, o := range r.Released {
 		out = append(out, o.Remote.String())
 	}

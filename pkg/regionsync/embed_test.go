@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		klog.SetLogger(logr.Discard())
 	}
 	base, cancel := context.WithCancel(context.Background())
-	fleet, err := testenv.Start(base, []string{"management", "region"}, testenv.Options{})
+	fleet, err := testenv.Start([]string{"management", "region"}, testenv.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -87,8 +87,8 @@ func (l *requestLog) count(match func(method, path, query string) bool) int {
 	defer l.mu.Unlock()
 	n := 0
 	for _, r := range l.requests {
-		method, rest, _ := strings.Cut(r, " ")
-		path, query, _ := strings.Cut(rest, "?")
+		method, target, _ := strings.Cut(r, " ")
+		path, query, _ := strings.Cut(target, "?")
 		if match(method, path, query) {
 			n++
 		}

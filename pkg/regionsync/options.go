@@ -161,9 +161,9 @@ const (
 	// leader takes the claim over once the previous holder's lease expires (or at once when it
 	// released it on a graceful shutdown).
 	ClaimPerReplica ClaimScope = "PerReplica"
-	// ClaimPerFleet: every replica of one fleet (one local cluster and leader-election namespace)
-	// shares one identity, so a new local leader takes the claim over at once. Use it only with
-	// the host's leader election on (the agent binary does).
+	// ClaimPerFleet means every replica of one fleet (one local cluster and leader-election
+	// namespace) shares one identity, so a new local leader takes the claim over at once. Use it
+	// only with the host's leader election on (the agent binary does).
 	ClaimPerFleet ClaimScope = "PerFleet"
 )
 
