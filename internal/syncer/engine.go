@@ -117,7 +117,6 @@ func (e *Engine) ManagementConfig() *rest.Config { return e.remoteConfig }
 // Writes is the gate of every write to management.
 func (e *Engine) Writes() *WriteGate { return &e.writes }
 
-// Stats returns each kind's object counts (empty until management has been reached).
 // FirstPassDone reports whether every kind's informers exist on both clusters and every object
 // of the shard in the management cache has been reconciled at least once (latched per kind, and
 // checked at most every firstPassRecheck until then, so a large shard costs one cache walk per

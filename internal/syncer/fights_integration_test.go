@@ -37,7 +37,7 @@ func TestWriteLoopStatusBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ns := e.remoteNamespace("fight-status")
-	e.remoteSecret(ns, "tenant-token")
+	e.remoteSecret(ns)
 	e.tenant(ns, "acme", "Acme")
 	e.waitSynced(ns, "acme")
 	e.remoteWrites.take()
@@ -67,7 +67,7 @@ func TestWriteLoopSpecBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ns := e.remoteNamespace("fight-spec")
-	e.remoteSecret(ns, "tenant-token") // every pass succeeds: the retry after the fight is the fight's own
+	e.remoteSecret(ns) // every pass succeeds: the retry after the fight is the fight's own
 	e.tenant(ns, "acme", "Acme")
 	e.waitSynced(ns, "acme")
 	e.localWrites.take()

@@ -315,10 +315,10 @@ func (e *env) remoteNamespace(stem string) string {
 	return name
 }
 
-// remoteSecret creates the (empty) remote secret an upload targets.
-func (e *env) remoteSecret(ns, name string) {
+// remoteSecret creates the (empty) remote secret the tenant-token upload targets.
+func (e *env) remoteSecret(ns string) {
 	e.t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + e.suffix}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantoperator.TokenSecretName + e.suffix}}
 	if err := e.mgmt.Create(e.ctx, s); err != nil {
 		e.t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func TestUnownedSecretNotUploaded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ns := e.remoteNamespace("unowned-secret")
-	e.remoteSecret(ns, "tenant-token")
+	e.remoteSecret(ns)
 	if err := e.local.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +621,7 @@ func TestWritesPerChange(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.ResyncPeriod = metav1.Duration{Duration: 10 * time.Second} }))
 	ns := e.remoteNamespace("writes")
-	e.remoteSecret(ns, "tenant-token")
+	e.remoteSecret(ns)
 	e.tenant(ns, "acme", "Acme")
 	e.waitSynced(ns, "acme")
 	e.eventually("token uploaded", func() error {

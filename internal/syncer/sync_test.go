@@ -21,7 +21,7 @@ import (
 func TestFullSync(t *testing.T) {
 	e := newEnv(t)
 	ns := e.remoteNamespace("full")
-	e.remoteSecret(ns, tenantoperator.TokenSecretName)
+	e.remoteSecret(ns)
 	e.tenant(ns, "acme", "Acme Corp")
 	remote, local := e.waitSynced(ns, "acme")
 
