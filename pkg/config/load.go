@@ -68,6 +68,7 @@ var durationFields = [][]string{
 	{"leaderElection", "leaseDuration"},
 	{"leaderElection", "renewDeadline"},
 	{"leaderElection", "retryPeriod"},
+	{"deletionBudget", "window"},
 }
 
 func durationFieldError(js []byte) error {
@@ -139,6 +140,7 @@ func Default(c *AgentConfig) {
 	if c.DeletionBudget.MinObjects == nil {
 		c.DeletionBudget.MinObjects = ptr.To(DefaultDeletionMinObjects)
 	}
+	defaultDuration(&c.DeletionBudget.Window, DefaultDeletionWindow)
 	defaultDuration(&c.ResyncPeriod, DefaultResyncPeriod)
 	if c.Telemetry.MetricsAddr == "" {
 		c.Telemetry.MetricsAddr = DefaultMetricsAddr
@@ -193,6 +195,9 @@ func Validate(c *AgentConfig) error {
 	}
 	if n := *c.DeletionBudget.MinObjects; n < 0 {
 		errs = append(errs, field.Invalid(bp.Child("minObjects"), n, "must not be negative"))
+	}
+	if w := c.DeletionBudget.Window.Duration; w < time.Second {
+		errs = append(errs, field.Invalid(bp.Child("window"), w.String(), "must be at least 1s"))
 	}
 	if c.ResyncPeriod.Duration < 10*time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("resyncPeriod"), c.ResyncPeriod.Duration.String(), "must be at least 10s"))
