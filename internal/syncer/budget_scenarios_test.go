@@ -1,6 +1,7 @@
 package syncer_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -299,5 +302,116 @@ func TestHeldOrphansBoundedEvents(t *testing.T) {
 	}
 	if w := e.remoteWrites.take(); len(w) > 0 {
 		t.Fatalf("writes on management while holding: %v", w)
+	}
+}
+
+// gadgetCRD is a per-test custom resource kind (a kind of its own, so that deleting its CRD
+// touches no other test).
+func gadgetCRD(group string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gadgets." + group},
+		"spec": map[string]any{
+			"group": group, "scope": "Namespaced",
+			"names": map[string]any{"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+}
+
+// The kind's CRD deleted on management: every object terminates at once; the copies are kept,
+// the remote objects stay Terminating with the finalizer and the Region says DeletionsHeld;
+// released from the Region, every deletion completes and the CRD goes.
+func TestCRDDeletionHeld(t *testing.T) {
+	t.Parallel()
+	needFleet(t)
+	group := fmt.Sprintf("crd%d.budget.example.com", testSeq.Load()+1000)
+	gvk := schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Gadget"}
+	ctx := context.Background()
+	for _, c := range []client.Client{management.Client, region.Client} {
+		crd := gadgetCRD(group)
+		if err := c.Create(ctx, crd); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(ctx, gadgetCRD(group)) })
+		testenv.Eventually(t, "CRD served", 30*time.Second, func() error {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(gvk.GroupVersion().WithKind("GadgetList"))
+			return c.List(ctx, l)
+		})
+	}
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
+		c.Resources = []config.ResourceConfig{{Group: group, Version: "v1", Kind: "Gadget"}}
+	}))
+	e.regionObject()
+	ns := e.remoteNamespace("crd")
+	gadget := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace(ns)
+		u.SetName(name)
+		return u
+	}
+	names := []string{"g0", "g1", "g2", "g3"}
+	for i, n := range names {
+		g := gadget(n + e.suffix)
+		g.Object["spec"] = map[string]any{"size": int64(i)}
+		if err := e.mgmt.Create(e.ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func() error {
+		for _, n := range names {
+			g := gadget(n)
+			if err := e.local.Get(e.ctx, client.ObjectKeyFromObject(g), g); err != nil {
+				return fmt.Errorf("copy %s: %w", n, err)
+			}
+			if g.GetDeletionTimestamp() != nil {
+				return fmt.Errorf("copy %s is being deleted", n)
+			}
+		}
+		return nil
+	}
+	testenv.Eventually(t, "copies synced", 60*time.Second, kept)
+	crd := gadgetCRD(group)
+	if err := e.mgmt.Delete(e.ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "Region condition DeletionsHeld=True", 60*time.Second, func() error {
+		r := &regionsyncv1alpha1.Region{}
+		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Name: e.cfg.Region}, r); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(r.Status.Conditions, regionsyncv1alpha1.ConditionDeletionsHeld) {
+			return fmt.Errorf("conditions %+v", r.Status.Conditions)
+		}
+		return nil
+	})
+	e.never("a copy deleted while held", 5*time.Second, func() bool { return kept() != nil })
+	for _, n := range names {
+		g := gadget(n + e.suffix)
+		if err := e.mgmt.Get(e.ctx, client.ObjectKeyFromObject(g), g); err != nil {
+			t.Fatalf("held remote %s: %v", n, err)
+		}
+		if g.GetDeletionTimestamp() == nil || !controllerutil.ContainsFinalizer(g, e.keys.Finalizer) {
+			t.Fatalf("held remote %s: deletion %v, finalizers %v", n, g.GetDeletionTimestamp(), g.GetFinalizers())
+		}
+	}
+	e.releaseBefore(time.Now().Add(time.Second))
+	testenv.Eventually(t, "released deletions complete and the CRD goes", 120*time.Second, func() error {
+		err := e.mgmt.Get(e.ctx, client.ObjectKeyFromObject(crd), crd)
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("CRD still there: %v", err)
+		}
+		return nil
+	})
+	for _, n := range names {
+		g := gadget(n)
+		if err := e.local.Get(e.ctx, client.ObjectKeyFromObject(g), g); err == nil && g.GetDeletionTimestamp() == nil {
+			t.Fatalf("copy %s kept after its release", n)
+		}
 	}
 }
