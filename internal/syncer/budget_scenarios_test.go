@@ -230,12 +230,12 @@ func TestMassTerminationBudgeted(t *testing.T) {
 	}
 }
 
-// Held orphans cost a bounded number of events, not one per copy per look: 300 held copies of a
+// Held orphans cost a bounded number of events, not one per copy per look: 1,000 held copies of a
 // kind looked at again every 30 s for 70 s make at most 2 DeletionHeld events, and the agent
 // makes no write on management.
 func TestHeldOrphansBoundedEvents(t *testing.T) {
 	t.Parallel()
-	const n = 300
+	const n = 1000
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
 		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap"}}
 	}))
