@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -205,6 +206,7 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	connected := r.Sources.ManagementConnected()
 	shardClaim := r.Sources.Claim()
 	var bad, held int32
+	var heldKinds []string
 	var last time.Time
 	for _, s := range r.Sources.Stats() {
 		c := regionsyncv1alpha1.ResourceCounts{
@@ -216,6 +218,9 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 		st.Resources = append(st.Resources, c)
 		bad += c.Pending + c.Failed + c.Invalid
 		held += c.DeletionsHeld
+		if c.DeletionsHeld > 0 {
+			heldKinds = append(heldKinds, fmt.Sprintf("%s: %d", s.Resource, c.DeletionsHeld))
+		}
 		if s.LastSync.After(last) {
 			last = s.LastSync
 		}
@@ -249,7 +254,9 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	}
 	if held > 0 {
 		set(regionsyncv1alpha1.ConditionDeletionsHeld, true, regionsyncv1alpha1.ReasonBudgetExceeded,
-			fmt.Sprintf("%d local deletions are held by the deletion budget; see DeletionHeld events", held))
+			fmt.Sprintf("%d local deletions are held by the deletion budget (%s); see the DeletionHeld events in the region. "+
+				"A hold ends when every held object is back on management, or when released: the annotation release-deletion on a copy, "+
+				"or release-deletions-before=<RFC 3339 time> on this Region", held, strings.Join(heldKinds, ", ")))
 	} else {
 		set(regionsyncv1alpha1.ConditionDeletionsHeld, false, regionsyncv1alpha1.ReasonNoneHeld, "no deletion is held")
 	}

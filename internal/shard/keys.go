@@ -32,8 +32,11 @@ type Keys struct {
 	// RemoteUID (on local objects) is the UID of the remote object the copy belongs to.
 	RemoteUID string
 	// ReleaseDeletion "true" on a local copy lets the agent delete it although the deletion
-	// budget holds orphan deletions (the operator's release).
+	// budget holds it (the operator's release, consumed by the deletion it lets through).
 	ReleaseDeletion string
+	// ReleaseDeletionsBefore (on the region's Region on management) is an RFC 3339 time: every
+	// deletion hold that started before it is released.
+	ReleaseDeletionsBefore string
 	// CopiedKeys (on local objects, Replace strategy) lists the label and annotation keys copied
 	// from the remote, so that a key removed on the remote is removed locally while keys only the
 	// local side has are kept.
@@ -47,19 +50,20 @@ type Keys struct {
 func NewKeys(domain string) Keys {
 	k := func(name string) string { return domain + "/" + name }
 	return Keys{
-		RemoteGeneration: k("sync-remote-generation"),
-		LocalGeneration:  k("sync-local-generation"),
-		Owner:            k("sync-owner"),
-		OwnerKind:        k("sync-owner-kind"),
-		Paused:           k("paused"),
-		Finalizer:        k("sync-local"),
-		LastUploadedHash: k("last-uploaded-hash"),
-		TraceParent:      k("traceparent"),
-		Region:           k("sync-region"),
-		RemoteUID:        k("sync-remote-uid"),
-		AppliedHash:      k("sync-applied-hash"),
-		ReleaseDeletion:  k("release-deletion"),
-		CopiedKeys:       k("sync-copied-keys"),
+		RemoteGeneration:       k("sync-remote-generation"),
+		LocalGeneration:        k("sync-local-generation"),
+		Owner:                  k("sync-owner"),
+		OwnerKind:              k("sync-owner-kind"),
+		Paused:                 k("paused"),
+		Finalizer:              k("sync-local"),
+		LastUploadedHash:       k("last-uploaded-hash"),
+		TraceParent:            k("traceparent"),
+		Region:                 k("sync-region"),
+		RemoteUID:              k("sync-remote-uid"),
+		AppliedHash:            k("sync-applied-hash"),
+		ReleaseDeletion:        k("release-deletion"),
+		ReleaseDeletionsBefore: k("release-deletions-before"),
+		CopiedKeys:             k("sync-copied-keys"),
 	}
 }
 

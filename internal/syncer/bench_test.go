@@ -53,7 +53,7 @@ func inSyncReconciler(b *testing.B, tracer trace.Tracer) (*Reconciler, ctrl.Requ
 		Remote: remoteClient, RemoteAPI: remoteClient, Local: localClient, LocalAPI: localClient,
 		Log: logr.Discard(), states: newStateTracker("Tenant.demo.regionsync.dev"), fights: newFightTracker(), Tracer: tracer,
 	}
-	r.Budget = newBudgetGate(DeletionBudget{MaxFraction: 0.5}, r.countOrphans)
+	r.Budget = r.newBudget(DeletionBudget{MaxFraction: 0.5})
 	return r, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "acme", Name: "acme-us"}}
 }
 

@@ -78,7 +78,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 	for _, name := range res.Secrets {
 		secrets[name] = e.secretCaches[name]
 	}
-	budget := DeletionBudget{MaxFraction: *e.cfg.DeletionBudget.MaxFraction, MinObjects: *e.cfg.DeletionBudget.MinObjects}
+	budget := DeletionBudget{MaxFraction: *e.cfg.DeletionBudget.MaxFraction, MinObjects: *e.cfg.DeletionBudget.MinObjects, Window: e.cfg.DeletionBudget.Window.Duration}
 	r := &Reconciler{
 		Resource:            res,
 		GVK:                 gvk,
@@ -101,7 +101,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		Tracer:              e.tracer,
 		available:           make(chan struct{}),
 	}
-	r.Budget = newBudgetGate(budget, r.countOrphans)
+	r.Budget = r.newBudget(budget)
 	return r
 }
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
@@ -22,16 +23,17 @@ import (
 const heldRequeue = 30 * time.Second
 
 // remoteDeleting handles a terminating remote object: the local copy (or the namespace the agent
-// created for it) is deleted first; once it is gone, the finalizer is released.
-func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstructured.Unstructured) error {
+// created for it) is deleted first, within the deletion budget (a mass termination is held like
+// a mass disappearance, the finalizer kept); once the copy is gone, the finalizer is released.
+func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstructured.Unstructured) (ctrl.Result, error) {
 	if local != nil && r.isMarked(local) {
-		if local.GetDeletionTimestamp().IsZero() {
-			return r.deleteLocal(ctx, local, "management object "+objectRef(remote).String()+" is being deleted")
+		if !local.GetDeletionTimestamp().IsZero() {
+			return ctrl.Result{}, nil // its deletion event brings us back
 		}
-		return nil // its deletion event brings us back
+		return r.budgetedDelete(ctx, objectRef(remote), local, false, "management object "+objectRef(remote).String()+" is being deleted")
 	}
 	if !controllerutil.ContainsFinalizer(remote, r.Keys.Finalizer) {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	before := remote.DeepCopy()
 	controllerutil.RemoveFinalizer(remote, r.Keys.Finalizer)
@@ -40,15 +42,15 @@ func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstruct
 	})
 	if err != nil {
 		r.countFailure(telemetry.DirectionDelete, err)
-		return client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
+		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
 	}
 	r.count(telemetry.DirectionDelete, telemetry.ResultWritten)
 	logr.FromContextOrDiscard(ctx).Info("local copy gone; remote finalizer released")
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // orphaned handles a local copy whose remote object is not in the management cache. It is
-// deleted only when management confirms the object is gone and the deletion budget allows it;
+// deleted only when the deletion budget allows it and management confirms the object is gone;
 // an unreachable management cluster, an object moved out of the shard, or a mass disappearance
 // deletes nothing.
 func (r *Reconciler) orphaned(ctx context.Context, remoteKey types.NamespacedName, local *unstructured.Unstructured) (ctrl.Result, error) {
@@ -59,40 +61,106 @@ func (r *Reconciler) orphaned(ctx context.Context, remoteKey types.NamespacedNam
 		r.count(telemetry.DirectionDelete, telemetry.ResultPaused)
 		return ctrl.Result{}, nil
 	}
-	log := logr.FromContextOrDiscard(ctx)
-	// The budget first: it counts from the caches, so a mass disappearance (the case it exists
-	// for) costs management no request per held copy.
-	if !r.Keys.IsReleased(local.GetAnnotations()) {
-		allowed, orphans, managed, err := r.Budget.Check(ctx)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !allowed {
+	return r.budgetedDelete(ctx, remoteKey, local, true, "management object "+remoteKey.String()+" no longer exists")
+}
+
+// budgetedDelete deletes the copy of remoteKey when the budget allows it or an operator released
+// it. The budget comes first: it counts from the caches, so a held deletion costs no request. An
+// orphan is deleted only after management itself answers "not found".
+func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.NamespacedName, local *unstructured.Unstructured, orphan bool, why string) (ctrl.Result, error) {
+	released := r.Keys.IsReleased(local.GetAnnotations()) && r.Budget.ReleaseUsable(local.GetUID())
+	if !released {
+		v, wait, summary, err := r.Budget.Decide(ctx, remoteKey)
+		switch {
+		case err != nil:
+			return ctrl.Result{}, fmt.Errorf("counting the deletion budget: %w", err)
+		case v == settle:
+			return ctrl.Result{RequeueAfter: max(wait, 100*time.Millisecond)}, nil
+		case v == hold:
 			r.count(telemetry.DirectionDelete, telemetry.ResultHeld)
-			telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(orphans))
-			msg := fmt.Sprintf("management no longer lists %s, but %d of %d local %s copies are orphaned, beyond the deletion budget (%d): deletion held; annotate %s=true to release",
-				remoteKey, orphans, managed, r.Name(), r.Budget.budget.Limit(managed), r.Keys.ReleaseDeletion)
-			log.Info("deletion held by the deletion budget", "orphans", orphans, "managed", managed)
-			r.LocalEvents.Eventf(local, nil, corev1.EventTypeWarning, ReasonDeletionHeld, "Delete", "%s", msg)
+			telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(r.Budget.Held(ctx)))
+			logr.FromContextOrDiscard(ctx).V(1).Info("deletion held by the deletion budget")
+			if summary != nil {
+				r.reportHold(ctx, summary, local)
+			}
 			return ctrl.Result{RequeueAfter: heldRequeue}, nil
 		}
 	}
-	// The cache says gone; ask management itself before deleting anything.
-	live := r.newObject()
-	err := r.RemoteAPI.Get(ctx, remoteKey, live)
-	switch {
-	case err == nil:
-		if !r.Mapper.MatchesLabels(live.GetLabels()) {
-			r.count(telemetry.DirectionDelete, telemetry.ResultHeld)
-			r.LocalEvents.Eventf(local, nil, corev1.EventTypeWarning, ReasonOutOfShard, "Delete",
-				"management object %s no longer matches the shard's label selector; the local copy is kept", remoteKey)
-			return ctrl.Result{}, nil
+	if orphan {
+		// The cache says gone; ask management itself before deleting anything.
+		live := r.newObject()
+		err := r.RemoteAPI.Get(ctx, remoteKey, live)
+		switch {
+		case err == nil:
+			if !r.Mapper.MatchesLabels(live.GetLabels()) {
+				r.count(telemetry.DirectionDelete, telemetry.ResultHeld)
+				r.LocalEvents.Eventf(local, nil, corev1.EventTypeWarning, ReasonOutOfShard, "Delete",
+					"management object %s no longer matches the shard's label selector; the local copy is kept", remoteKey)
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{RequeueAfter: waitRequeue}, nil // the cache is behind
+		case !apierrors.IsNotFound(err):
+			return ctrl.Result{}, fmt.Errorf("confirming that %s is gone from management: %w", remoteKey, err)
 		}
-		return ctrl.Result{RequeueAfter: waitRequeue}, nil // the cache is behind
-	case !apierrors.IsNotFound(err):
-		return ctrl.Result{}, fmt.Errorf("confirming that %s is gone from management: %w", remoteKey, err)
 	}
-	return ctrl.Result{}, r.deleteLocal(ctx, local, "management object "+remoteKey.String()+" no longer exists")
+	if released {
+		why += " (deletion released with " + r.Keys.ReleaseDeletion + ")"
+	}
+	if err := r.deleteLocal(ctx, local, why); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.Budget.Deleted(remoteKey)
+	if released {
+		r.Budget.UseRelease(local.GetUID())
+	}
+	return ctrl.Result{}, nil
+}
+
+// reportHold emits the summarizing Warning event of a kind's hold, regarding the held copy with
+// the smallest local key (or this one): one event per kind per interval, not one per held copy.
+func (r *Reconciler) reportHold(ctx context.Context, s *heldSummary, local *unstructured.Unstructured) {
+	regarding := local
+	if s.first.Name != "" {
+		first := r.newObject()
+		if err := r.Local.Get(ctx, s.first, first); err == nil {
+			regarding = first
+		}
+	}
+	msg := fmt.Sprintf("%d deletions of local %s copies held by the deletion budget (%d live copies, budget %d per %s; all of a kind's objects vanishing or terminating together is always held): "+
+		"release one copy with the annotation %s=true, or every hold that started before a time with %s=<RFC 3339 time> on the Region %s",
+		s.held, r.Name(), s.live, s.limit, r.Budget.budget.Window, r.Keys.ReleaseDeletion, r.Keys.ReleaseDeletionsBefore, r.Region)
+	logr.FromContextOrDiscard(ctx).Info("deletions held by the deletion budget", "held", s.held, "live", s.live, "limit", s.limit)
+	r.LocalEvents.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonDeletionHeld, "Delete", "%s", msg)
+}
+
+// regionGVK is the kind of the Region on management.
+var regionGVK = regionsyncv1alpha1.GroupVersion.WithKind("Region")
+
+// releasedBefore reads the release time an operator set on the region's Region (zero: none).
+func (r *Reconciler) releasedBefore(ctx context.Context) (time.Time, error) {
+	region := &unstructured.Unstructured{}
+	region.SetGroupVersionKind(regionGVK)
+	if err := r.RemoteAPI.Get(ctx, types.NamespacedName{Name: r.Region}, region); err != nil {
+		return time.Time{}, client.IgnoreNotFound(err)
+	}
+	v := region.GetAnnotations()[r.Keys.ReleaseDeletionsBefore]
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		r.Log.Info("ignoring an invalid release time on the Region", "annotation", r.Keys.ReleaseDeletionsBefore, "value", v, "error", err.Error())
+		return time.Time{}, err
+	}
+	return t, nil
+}
+
+// newBudget builds the kind's budget gate: it counts from the caches and reads releases from
+// the Region.
+func (r *Reconciler) newBudget(b DeletionBudget) *budgetGate {
+	g := newBudgetGate(b, r.census)
+	g.releasedBefore = r.releasedBefore
+	return g
 }
 
 // deleteLocal deletes the namespace the agent created for this object when nothing else it
@@ -169,26 +237,35 @@ func (r *Reconciler) aloneInNamespace(ctx context.Context, local *unstructured.U
 	return true, nil
 }
 
-// countOrphans walks the kind's marked local copies and counts those whose remote object the
-// management cache does not hold.
-func (r *Reconciler) countOrphans(ctx context.Context) (orphans, managed int, err error) {
+// census walks the kind's marked local copies (in the shard, not terminating locally) and
+// finds the doomed ones: their remote object is gone from the management cache or terminating.
+// Paused copies are never deleted, so never doomed.
+func (r *Reconciler) census(ctx context.Context) (census, error) {
+	c := census{doomed: map[types.NamespacedName]types.NamespacedName{}}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(shard.ListGVK(r.GVK))
 	if err := r.Local.List(ctx, list, client.MatchingLabels{r.Keys.Region: r.Region}); err != nil {
-		return 0, 0, err
+		return c, err
 	}
 	for i := range list.Items {
-		remoteKey, err := r.Mapper.ToRemote(objectRef(&list.Items[i]))
-		if err != nil {
-			continue // not a copy of this shard's objects
+		local := &list.Items[i]
+		remoteKey, err := r.Mapper.ToRemote(objectRef(local))
+		if err != nil || !local.GetDeletionTimestamp().IsZero() {
+			continue // not a copy of this shard's objects, or already being deleted
 		}
-		managed++
-		obj := r.newObject()
-		if err := r.Remote.Get(ctx, remoteKey, obj); apierrors.IsNotFound(err) {
-			orphans++
-		} else if err != nil {
-			return 0, 0, err
+		c.live++
+		if r.Keys.IsPaused(local.GetAnnotations()) {
+			continue
+		}
+		remote := r.newObject()
+		switch err := r.Remote.Get(ctx, remoteKey, remote); {
+		case apierrors.IsNotFound(err):
+			c.doomed[remoteKey] = objectRef(local)
+		case err != nil:
+			return c, err
+		case !remote.GetDeletionTimestamp().IsZero() && !r.Keys.IsPaused(remote.GetAnnotations()):
+			c.doomed[remoteKey] = objectRef(local)
 		}
 	}
-	return orphans, managed, nil
+	return c, nil
 }

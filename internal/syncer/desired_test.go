@@ -1,11 +1,9 @@
 package syncer
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -130,64 +128,6 @@ func TestHashSecretData(t *testing.T) {
 		if other == a {
 			t.Errorf("hash ignores a different %s", name)
 		}
-	}
-}
-
-func TestDeletionBudget(t *testing.T) {
-	cases := map[string]struct {
-		budget           DeletionBudget
-		orphans, managed int
-		want             bool
-	}{
-		"none orphaned":             {DeletionBudget{0.5, 10}, 0, 1000, true},
-		"small shard under minimum": {DeletionBudget{0.5, 10}, 3, 3, true},
-		"at the fraction":           {DeletionBudget{0.5, 0}, 50, 100, true},
-		"beyond the fraction":       {DeletionBudget{0.5, 0}, 51, 100, false},
-		"everything vanished":       {DeletionBudget{0.5, 10}, 1000, 1000, false},
-		"minimum dominates":         {DeletionBudget{0.01, 10}, 10, 100, true},
-		"fraction one allows all":   {DeletionBudget{1, 0}, 100, 100, true},
-	}
-	for name, tc := range cases {
-		if got := tc.budget.Allows(tc.orphans, tc.managed); got != tc.want {
-			t.Errorf("%s: Allows(%d, %d) = %v", name, tc.orphans, tc.managed, got)
-		}
-	}
-}
-
-func TestBudgetGateReusesVerdict(t *testing.T) {
-	calls, orphans := 0, 9
-	now := time.Unix(0, 0)
-	g := newBudgetGate(DeletionBudget{MaxFraction: 0.5}, func(context.Context) (int, int, error) {
-		calls++
-		return orphans, 10, nil
-	})
-	g.now = func() time.Time { return now }
-	ctx := context.Background()
-	if ok, _, _, _ := g.Check(ctx); ok {
-		t.Fatal("9 of 10 orphaned allowed")
-	}
-	if held, n := g.Held(); !held || n != 9 {
-		t.Fatalf("Held() = %v, %d", held, n)
-	}
-	now = now.Add(heldFreshness + time.Second)
-	if held, _ := g.Held(); held {
-		t.Fatal("an unconfirmed hold is still reported")
-	}
-	now = now.Add(-heldFreshness - time.Second)
-	orphans = 1
-	if _, _, _, err := g.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if calls != 1 {
-		t.Fatalf("verdict not reused: %d counts", calls)
-	}
-	now = now.Add(2 * time.Second)
-	if ok, _, _, _ := g.Check(ctx); !ok || calls != 2 {
-		t.Fatalf("stale verdict kept: ok=%v calls=%d", ok, calls)
-	}
-	g2 := newBudgetGate(DeletionBudget{MaxFraction: 1}, func(context.Context) (int, int, error) { return 0, 0, errors.New("boom") })
-	if ok, _, _, err := g2.Check(ctx); ok || err == nil {
-		t.Fatal("a failed count must not allow deletions")
 	}
 }
 

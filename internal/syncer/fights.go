@@ -44,8 +44,8 @@ type fightTracker struct {
 
 func newFightTracker() *fightTracker { return &fightTracker{m: map[fightKey]*fightState{}} }
 
-// verdict is what admit decided about one write.
-type verdict struct {
+// fightVerdict is what admit decided about one write.
+type fightVerdict struct {
 	// allowed: write now. When not, wait is how long until the next write may go.
 	allowed bool
 	wait    time.Duration
@@ -57,7 +57,7 @@ type verdict struct {
 // admit decides whether content hash may be written to key now, and records the write when it
 // may. Writing other content, or the same content after fightWindow, is never throttled: only
 // the same content written again and again (undone by someone else) is.
-func (t *fightTracker) admit(key fightKey, hash string, now time.Time) verdict {
+func (t *fightTracker) admit(key fightKey, hash string, now time.Time) fightVerdict {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.m[key]
@@ -70,12 +70,12 @@ func (t *fightTracker) admit(key fightKey, hash string, now time.Time) verdict {
 	} else {
 		s.undone, s.nextAllowed = 0, time.Time{}
 	}
-	v := verdict{allowed: true, undone: s.undone}
+	v := fightVerdict{allowed: true, undone: s.undone}
 	if s.undone >= fightThreshold {
 		v.fighting = true
 		if now.Before(s.nextAllowed) {
 			s.undone-- // this attempt wrote nothing: it undoes nothing
-			return verdict{wait: s.nextAllowed.Sub(now), fighting: true, undone: s.undone}
+			return fightVerdict{wait: s.nextAllowed.Sub(now), fighting: true, undone: s.undone}
 		}
 		s.nextAllowed = now.Add(fightInterval)
 		if now.Sub(s.reportedAt) >= fightReportEvery {

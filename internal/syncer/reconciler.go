@@ -63,7 +63,8 @@ type Reconciler struct {
 	LocalEvents  events.EventRecorder
 	RemoteEvents events.EventRecorder
 
-	// Budget holds orphan deletions beyond the deletion budget.
+	// Budget holds the deletions the remote side causes (orphans, mass termination) beyond the
+	// deletion budget.
 	Budget *budgetGate
 	// SecretRecheck is how long an upload is trusted before the remote secret is read again.
 	SecretRecheck time.Duration
@@ -198,9 +199,9 @@ func (r *Reconciler) countFailure(direction string, err error) {
 // held-deletions gauge current, also when a hold lifts by itself).
 func (r *Reconciler) Stats() Stats {
 	s := r.states.stats()
-	if held, n := r.Budget.Held(); held {
-		s.DeletionsHeld = n
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.DeletionsHeld = r.Budget.Held(ctx)
 	telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(s.DeletionsHeld))
 	return s
 }
@@ -434,7 +435,8 @@ func (r *Reconciler) followRemoteDeletion(ctx context.Context, s *scope) (done b
 		return false, nil
 	}
 	s.state = StatePending
-	return true, r.remoteDeleting(ctx, s.remote, s.local)
+	s.result, err = r.remoteDeleting(ctx, s.remote, s.local)
+	return true, err
 }
 
 // claimPhase adds the finalizer first, and ends the pass to act on the event it causes.

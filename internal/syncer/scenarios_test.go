@@ -28,9 +28,8 @@ import (
 var tenantGVK = schema.GroupVersionKind{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}
 
 // setRemote edits the Tenant "acme" on management in ns, the one the scenarios change remotely.
-func (e *env) setRemote(ns string, edit func(*demov1alpha1.Tenant)) {
+func (e *env) setRemote(ns, name string, edit func(*demov1alpha1.Tenant)) {
 	e.t.Helper()
-	const name = "acme"
 	e.update("remote "+name, e.mgmt, func() (*demov1alpha1.Tenant, error) { return e.getRemote(ns, name) }, edit)
 }
 
@@ -74,12 +73,12 @@ func TestPausedRemotely(t *testing.T) {
 		_, err := e.getLocal(ns, "frozen")
 		return len(o.Finalizers) > 0 || err == nil
 	})
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { annotate(e.keys.Paused, "true")(o); o.Spec.Replicas = 9 })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { annotate(e.keys.Paused, "true")(o); o.Spec.Replicas = 9 })
 	e.never("paused spec change copied", 2*time.Second, func() bool {
 		l, _ := e.getLocal(ns, "acme")
 		return l.Spec.Replicas == 9
 	})
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { delete(o.Annotations, e.keys.Paused) })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Annotations, e.keys.Paused) })
 	_, local := e.waitSynced(ns, "acme")
 	if local.Spec.Replicas != 9 {
 		t.Fatalf("after unpause replicas %d", local.Spec.Replicas)
@@ -94,7 +93,7 @@ func TestPausedLocally(t *testing.T) {
 	e.tenant(ns, "acme", "Acme")
 	e.waitSynced(ns, "acme")
 	e.setLocal(ns, "acme", annotate(e.keys.Paused, "true"))
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
 	e.never("spec copied onto a locally paused object", 2*time.Second, func() bool {
 		l, _ := e.getLocal(ns, "acme")
 		return l.Spec.Replicas == 7
@@ -165,7 +164,7 @@ func TestRemoteTerminatingWithFinalizer(t *testing.T) {
 	if _, err := e.getLocal(ns, "acme"); !apierrors.IsNotFound(err) {
 		t.Fatalf("finalizer released while the local copy exists: %v", err)
 	}
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Finalizers = nil })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Finalizers = nil })
 }
 
 // Local drift is reverted by Replace.
@@ -190,7 +189,7 @@ func TestReplaceRevertsDrift(t *testing.T) {
 		return nil
 	})
 	// A label removed on management is removed from the copy; the local-only one stays.
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { delete(o.Labels, "tier") })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Labels, "tier") })
 	e.eventually("removed label gone, local-only label kept", func() error {
 		l, err := e.getLocal(ns, "acme")
 		if err != nil {
@@ -211,7 +210,7 @@ func TestApplyKeepsLocalFields(t *testing.T) {
 	e.tenant(ns, "acme", "Acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 0 }) // replicas left to the region
 	e.waitSynced(ns, "acme")
 	e.setLocal(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 3 })
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.DisplayName = "Acme 2" })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.DisplayName = "Acme 2" })
 	_, local := e.waitSynced(ns, "acme")
 	if local.Spec.DisplayName != "Acme 2" || local.Spec.Replicas != 3 {
 		t.Fatalf("after apply: %+v", local.Spec)
@@ -369,7 +368,7 @@ func TestStatusRefusalDoesNotBlockSpec(t *testing.T) {
 	ns := e.remoteNamespace("status-fails")
 	e.tenant(ns, "acme", "Acme")
 	e.waitEvent(e.mgmt, ns, "acme"+e.suffix, syncer.ReasonStatusRefused)
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 4 })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 4 })
 	e.eventually("spec downloaded although management refuses the status", func() error {
 		l, err := e.getLocal(ns, "acme")
 		if err != nil {
@@ -435,7 +434,7 @@ func TestStatusRefusedByAdmissionPolicy(t *testing.T) {
 	})
 	e.tenant(ns, "acme", "Acme")
 	e.waitEvent(e.mgmt, ns, "acme"+e.suffix, syncer.ReasonStatusRefused)
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
 	e.eventually("spec change arrived although the status is refused", func() error {
 		l, err := e.getLocal(ns, "acme")
 		if err != nil {
@@ -491,7 +490,7 @@ func TestManagementDownAtStartAndOutage(t *testing.T) {
 	if err := e.proxy.Up(); err != nil {
 		t.Fatal(err)
 	}
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 6 })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 6 })
 	_, local := e.waitSynced(ns, "acme")
 	if local.Spec.Replicas != 6 {
 		t.Fatalf("replicas %d after the outage", local.Spec.Replicas)
@@ -642,7 +641,7 @@ func TestWritesPerChange(t *testing.T) {
 		t.Fatalf("writes at rest across a resync: %v", w)
 	}
 
-	e.setRemote(ns, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 8 })
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 8 })
 	e.waitSynced(ns, "acme")
 	time.Sleep(time.Second)
 	local, remote := e.localWrites.take(), e.remoteWrites.take()

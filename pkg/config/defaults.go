@@ -10,6 +10,8 @@ const (
 	DefaultRetryPeriod       = 2 * time.Second
 	DefaultResyncPeriod      = 10 * time.Minute
 	DefaultHeartbeatInterval = 30 * time.Second
+	// DefaultDeletionWindow is the deletion budget's sliding window.
+	DefaultDeletionWindow = 10 * time.Minute
 	// Management client limits: client-go's 5 requests/s would throttle initial syncs.
 	DefaultManagementQPS   = 50
 	DefaultManagementBurst = 100

@@ -71,6 +71,7 @@ var durationFields = [][]string{
 	{leaderElectionField, "leaseDuration"},
 	{leaderElectionField, "renewDeadline"},
 	{leaderElectionField, "retryPeriod"},
+	{"deletionBudget", "window"},
 }
 
 func durationFieldError(js []byte) error {
@@ -142,6 +143,7 @@ func Default(c *AgentConfig) {
 	if c.DeletionBudget.MinObjects == nil {
 		c.DeletionBudget.MinObjects = ptr.To(DefaultDeletionMinObjects)
 	}
+	defaultDuration(&c.DeletionBudget.Window, DefaultDeletionWindow)
 	defaultDuration(&c.ResyncPeriod, DefaultResyncPeriod)
 	if c.Telemetry.MetricsAddr == "" {
 		c.Telemetry.MetricsAddr = DefaultMetricsAddr
@@ -196,6 +198,9 @@ func Validate(c *AgentConfig) error {
 	}
 	if n := *c.DeletionBudget.MinObjects; n < 0 {
 		errs = append(errs, field.Invalid(bp.Child("minObjects"), n, "must not be negative"))
+	}
+	if w := c.DeletionBudget.Window.Duration; w < time.Second {
+		errs = append(errs, field.Invalid(bp.Child("window"), w.String(), "must be at least 1s"))
 	}
 	if c.ResyncPeriod.Duration < 10*time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("resyncPeriod"), c.ResyncPeriod.Duration.String(), "must be at least 10s"))

@@ -142,14 +142,18 @@ type LeaderElectionConfig struct {
 	RetryPeriod   metav1.Duration `json:"retryPeriod,omitempty"`
 }
 
-// DeletionBudgetConfig bounds deletions of local copies whose remote object vanished without
-// being deleted through the finalizer (docs/design.md#deletion-budget).
+// DeletionBudgetConfig bounds the local deletions the remote side causes, per kind: copies whose
+// remote object vanished without passing through the finalizer (orphans) and copies of remote
+// objects terminating en masse (docs/design.md#deletion-budget).
 type DeletionBudgetConfig struct {
 	// MaxFraction of a kind's managed local objects that may be orphaned at once before
 	// deletions are held (0 < f <= 1, default 0.5).
 	MaxFraction *float64 `json:"maxFraction,omitempty"`
 	// MinObjects is the number of orphans always allowed, so small shards can delete (default 10).
 	MinObjects *int `json:"minObjects,omitempty"`
+	// Window is the sliding window over which budgeted deletions (orphans and mass termination)
+	// are counted (default 10m).
+	Window metav1.Duration `json:"window,omitempty"`
 }
 
 // TelemetryConfig configures the agent's HTTP endpoints and tracing.

@@ -150,6 +150,8 @@ type DeletionBudget struct {
 	// MinObjects is the number of orphans always allowed (nil: 10). Zero is meaningful: no
 	// orphan deletion without the fraction allowing it.
 	MinObjects *int
+	// Window is the sliding window over which budgeted deletions are counted (0: 10 minutes).
+	Window time.Duration
 }
 
 // ClaimScope says who shares a shard claim on management.
@@ -198,7 +200,7 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Option
 			LabelSelector:         cfg.Shard.LabelSelector,
 			ExcludedNamespaces:    cfg.Shard.ExcludedNamespaces,
 		},
-		DeletionBudget:    DeletionBudget{MaxFraction: ptr.Deref(cfg.DeletionBudget.MaxFraction, 0), MinObjects: cfg.DeletionBudget.MinObjects},
+		DeletionBudget:    DeletionBudget{MaxFraction: ptr.Deref(cfg.DeletionBudget.MaxFraction, 0), MinObjects: cfg.DeletionBudget.MinObjects, Window: cfg.DeletionBudget.Window.Duration},
 		ResyncPeriod:      cfg.ResyncPeriod.Duration,
 		HeartbeatInterval: cfg.Telemetry.HeartbeatInterval.Duration,
 		Claim: Claim{
@@ -262,6 +264,7 @@ func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[s
 	if o.DeletionBudget.MinObjects != nil {
 		cfg.DeletionBudget.MinObjects = ptr.To(*o.DeletionBudget.MinObjects)
 	}
+	cfg.DeletionBudget.Window = metav1.Duration{Duration: o.DeletionBudget.Window}
 	typed := map[schema.GroupVersionKind]bool{}
 	for i, r := range o.Resources {
 		if r.Object == nil {
