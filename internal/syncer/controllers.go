@@ -6,19 +6,20 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -27,24 +28,45 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// RunControllers runs every kind's controller until ctx ends (the claim is lost or the agent
-// stops). Writes to management pass only while the write gate is open.
+// kind is one configured kind's event plumbing. Its event handlers are registered once, for the
+// engine's lifetime, on the kind's informers (warm); each feeds the queue of the kind's controller
+// while one runs (the shard claim is held) and does nothing otherwise. A lost and regained claim
+// therefore stops and starts workers and queues, but never adds a handler to a shared informer:
+// goroutines and per-event work stay flat over any number of claim flaps.
+type kind struct {
+	r *Reconciler
+	// queue is the running controller's queue; nil while none runs.
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
+}
+
+// reconcileTimeout bounds every reconcile: a read or write that hangs (a cache that cannot sync,
+// an API server that does not answer) fails the pass, which is retried, instead of holding one
+// of the kind's workers forever.
+const reconcileTimeout = time.Minute
+
+// RunControllers opens the write gate and runs every kind's controller until ctx ends (the
+// claim is lost or the agent stops); the gate closes the moment ctx ends. The controllers'
+// workers and queues live only as long as ctx; their event handlers were registered once, when
+// the kind's informers first synced, and are reused by every claim period.
 func (e *Engine) RunControllers(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return nil
 	case <-e.sessionReady:
 	}
-	remote := *e.session.Load()
+	release := e.writes.Open()
+	stop := context.AfterFunc(ctx, release) // losing the claim stops writes at once
+	defer stop()
+	defer release()
 	var wg sync.WaitGroup
-	for i, r := range e.reconcilers {
+	for i, k := range e.kinds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.runController(ctx, remote, i, r)
+			e.runController(ctx, i, k)
 		}()
 	}
-	e.log.Info("syncing", "kinds", len(e.reconcilers))
+	e.log.Info("syncing", "kinds", len(e.kinds))
 	wg.Wait()
 	return nil
 }
@@ -53,24 +75,174 @@ func (e *Engine) RunControllers(ctx context.Context) error {
 // does not serve: 1 s, doubling up to a minute.
 var restartBackoff = retry.Exponential(time.Second, time.Minute)
 
-// runController runs one kind's controller once its informers exist, until ctx ends; a
-// controller that fails (its caches never sync) is reported and started again, alone.
-func (e *Engine) runController(ctx context.Context, remote cluster.Cluster, i int, r *Reconciler) {
+// runController runs one kind's controller once its informers have synced, until ctx ends; a
+// controller that fails is reported and started again, alone.
+func (e *Engine) runController(ctx context.Context, i int, k *kind) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-r.available:
+	case <-k.r.available:
 	}
 	_ = retry.Until(ctx, restartBackoff, func(ctx context.Context, backoff time.Duration) (bool, error) {
-		c, err := e.newController(remote, r)
-		if err == nil {
-			err = c.Start(ctx)
-		}
+		err := e.runControllerOnce(ctx, k)
 		if ctx.Err() == nil {
-			e.log.Error(err, "controller stopped; restarting", "field", fmt.Sprintf("resources[%d]", i), "resource", r.Name(), "backoff", backoff)
+			e.log.Error(err, "controller stopped; restarting", "field", fmt.Sprintf("resources[%d]", i), "resource", k.r.Name(), "backoff", backoff)
 		}
 		return false, nil
 	})
+}
+
+// runControllerOnce builds the kind's controller and runs it until ctx ends. Its only source
+// hands its queue to the kind's handlers and enqueues every object of the kind in both caches
+// (the pass a regained claim needs: events that arrived without a queue were not kept).
+func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
+	r := k.r
+	var own atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
+	start := source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		// Event times stamped before this queue existed belong to no pending event of it.
+		r.eventTimes.Clear()
+		own.Store(&q)
+		k.queue.Store(&q)
+		return e.enqueueAll(ctx, r, q)
+	})
+	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(r.Name()), controller.Options{
+		Reconciler:              r,
+		MaxConcurrentReconciles: r.Resource.Concurrency,
+		SkipNameValidation:      ptr.To(true), // a regained claim builds the controller again
+		CacheSyncTimeout:        cacheWaitTimeout,
+		ReconciliationTimeout:   reconcileTimeout,
+		LogConstructor: func(*reconcile.Request) logr.Logger {
+			return r.Log
+		},
+	})
+	if err == nil {
+		err = c.Watch(start)
+	}
+	if err == nil {
+		err = c.Start(ctx)
+	}
+	if q := own.Load(); q != nil {
+		k.queue.CompareAndSwap(q, nil)
+	}
+	return err
+}
+
+// enqueueAll adds to q every shard object of r's kind in the management cache and the remote
+// object of every marked local copy (a copy whose remote object is gone is an orphan to handle).
+func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	ctx, cancel := context.WithTimeout(ctx, cacheWaitTimeout)
+	defer cancel()
+	remote := &unstructured.UnstructuredList{}
+	remote.SetGroupVersionKind(shard.ListGVK(r.GVK))
+	if err := (*e.session.Load()).GetCache().List(ctx, remote); err != nil {
+		return fmt.Errorf("listing %s in the management cache: %w", r.Name(), err)
+	}
+	for i := range remote.Items {
+		if e.inShard(&remote.Items[i]) {
+			q.Add(reconcile.Request{NamespacedName: objectRef(&remote.Items[i])})
+		}
+	}
+	local := &unstructured.UnstructuredList{}
+	local.SetGroupVersionKind(shard.ListGVK(r.GVK))
+	if err := e.local.List(ctx, local, client.MatchingLabels{e.keys.Region: e.cfg.Region}); err != nil {
+		return fmt.Errorf("listing local %s copies: %w", r.Name(), err)
+	}
+	for i := range local.Items {
+		for _, req := range e.remoteRequest(objectRef(&local.Items[i])) {
+			q.Add(req)
+		}
+	}
+	return nil
+}
+
+// inShard reports whether a management object belongs to the region's shard by name.
+func (e *Engine) inShard(o client.Object) bool {
+	_, err := e.mapper.ToLocal(objectRef(o))
+	return !errors.Is(err, shard.ErrNotInShard)
+}
+
+// kindHandler is one of a kind's event handlers on one informer: it maps an object to the
+// requests it concerns and adds them, with their event time, to the kind's queue while one
+// exists. Without a queue (the claim is not held) it does nothing at all.
+type kindHandler struct {
+	k *kind
+	// requests maps an object to the requests it concerns (none: ignored).
+	requests func(client.Object) []reconcile.Request
+}
+
+var _ toolscache.ResourceEventHandler = kindHandler{}
+
+// OnAdd enqueues the object's requests.
+func (h kindHandler) OnAdd(obj any, _ bool) { h.enqueue(obj) }
+
+// OnUpdate enqueues the requests of both versions (a secret may change owner).
+func (h kindHandler) OnUpdate(oldObj, newObj any) { h.enqueue(oldObj, newObj) }
+
+// OnDelete enqueues the deleted object's requests.
+func (h kindHandler) OnDelete(obj any) { h.enqueue(obj) }
+
+func (h kindHandler) enqueue(objs ...any) {
+	q := h.k.queue.Load()
+	if q == nil {
+		return
+	}
+	for _, obj := range objs {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		o, ok := obj.(client.Object)
+		if !ok {
+			continue
+		}
+		for _, req := range h.requests(o) {
+			h.k.r.stamp(req)
+			(*q).Add(req)
+		}
+	}
+}
+
+// handlers are the kind's event handlers: on the management informer (shard objects), on the
+// local informer (copies, mapped to their remote objects) and on each of its secrets' informers
+// (mapped to their controlling object of the kind).
+func (e *Engine) handlers(k *kind) (remote, local, secrets kindHandler) {
+	gvk := k.r.GVK
+	remote = kindHandler{k: k, requests: func(o client.Object) []reconcile.Request {
+		if !e.inShard(o) {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: objectRef(o)}}
+	}}
+	local = kindHandler{k: k, requests: func(o client.Object) []reconcile.Request {
+		return e.remoteRequest(objectRef(o))
+	}}
+	secrets = kindHandler{k: k, requests: func(o client.Object) []reconcile.Request {
+		owner := metav1.GetControllerOf(o)
+		if owner == nil || owner.Kind != gvk.Kind {
+			return nil
+		}
+		if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != gvk.Group {
+			return nil
+		}
+		return e.remoteRequest(types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name})
+	}}
+	return remote, local, secrets
+}
+
+// kindAvailable reports whether gvk is a configured kind whose informers have synced on both
+// clusters (its cached reads answer at once).
+func (e *Engine) kindAvailable(gvk schema.GroupVersionKind) bool {
+	for _, r := range e.reconcilers {
+		if r.GVK != gvk {
+			continue
+		}
+		select {
+		case <-r.available:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig, gvk schema.GroupVersionKind) *Reconciler {
@@ -87,10 +259,11 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		Mapper:              e.mapper,
 		Remote:              &gatedClient{Client: remote.GetClient(), gate: &e.writes},
 		RemoteAPI:           remote.GetAPIReader(),
-		Local:               e.local,
+		Local:               &gatedClient{Client: e.local, gate: &e.writes},
 		LocalAPI:            e.mgr.GetAPIReader(),
 		Secrets:             secrets,
 		ManagedKinds:        e.gvks,
+		KindAvailable:       e.kindAvailable,
 		ProtectedNamespaces: ProtectedNamespaces(e.cfg),
 		LocalEvents:         e.mgr.GetEventRecorder(EventSource),
 		RemoteEvents:        remote.GetEventRecorder(EventSource),
@@ -103,56 +276,6 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 	}
 	r.Budget = r.newBudget(budget)
 	return r
-}
-
-func (e *Engine) newController(remote cluster.Cluster, r *Reconciler) (controller.Controller, error) {
-	gvk, res := r.GVK, r.Resource
-	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(shard.KindName(gvk)), controller.Options{
-		Reconciler:              r,
-		MaxConcurrentReconciles: res.Concurrency,
-		SkipNameValidation:      ptr.To(true), // a regained claim builds the controller again
-		CacheSyncTimeout:        2 * time.Minute,
-		LogConstructor: func(*reconcile.Request) logr.Logger {
-			return r.Log
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	inShard := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		_, err := e.mapper.ToLocal(objectRef(o))
-		return !errors.Is(err, shard.ErrNotInShard)
-	})
-	stamped := func(h handler.EventHandler) handler.EventHandler { return stampingHandler{inner: h, stamp: r.stamp} }
-	if err := c.Watch(source.Kind[client.Object](remote.GetCache(), unstructuredFor(gvk), stamped(&handler.EnqueueRequestForObject{}), inShard)); err != nil {
-		return nil, err
-	}
-	toRemote := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return e.remoteRequest(objectRef(o))
-	})
-	proto, err := e.localPrototype(gvk)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Watch(source.Kind[client.Object](e.mgr.GetCache(), proto, stamped(toRemote))); err != nil {
-		return nil, err
-	}
-	secretOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		owner := metav1.GetControllerOf(o)
-		if owner == nil || owner.Kind != gvk.Kind {
-			return nil
-		}
-		if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != gvk.Group {
-			return nil
-		}
-		return e.remoteRequest(types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name})
-	})
-	for _, name := range res.Secrets {
-		if err := c.Watch(source.Kind[client.Object](e.secretCaches[name], &corev1.Secret{}, stamped(secretOwner))); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
 }
 
 func (e *Engine) remoteRequest(local types.NamespacedName) []reconcile.Request {

@@ -8,7 +8,9 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -219,22 +221,56 @@ func (r *Reconciler) ownsNamespace(ns *corev1.Namespace, local *unstructured.Uns
 	return !ok || kind == r.Name()
 }
 
+// kindReadTimeout bounds the read of one kind in aloneInNamespace.
+const kindReadTimeout = 10 * time.Second
+
 // aloneInNamespace reports whether no other object of any managed kind is marked in the object's
-// namespace (so deleting the namespace deletes nothing but this object's copy).
+// namespace (so deleting the namespace deletes nothing but this object's copy). Each kind is read
+// within kindReadTimeout: from the cache when its informers have synced, else from the API
+// server. A kind the local cluster does not serve has no object there; a kind that cannot be read
+// (no RBAC, a timeout) makes the answer "not alone": only the object is deleted, the namespace is
+// kept. One kind's trouble never stalls or fails another kind's deletions, and never loses data.
 func (r *Reconciler) aloneInNamespace(ctx context.Context, local *unstructured.Unstructured) (bool, error) {
 	for _, gvk := range r.ManagedKinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(shard.ListGVK(gvk))
-		if err := r.Local.List(ctx, list, client.InNamespace(local.GetNamespace()), client.MatchingLabels{r.Keys.Region: r.Region}); err != nil {
-			return false, fmt.Errorf("listing local %s in %s: %w", shard.KindName(gvk), local.GetNamespace(), err)
+		others, err := r.othersInNamespace(ctx, gvk, local)
+		if err != nil {
+			logr.FromContextOrDiscard(ctx).Info("cannot tell whether other managed objects live in the namespace; deleting the object, keeping its namespace",
+				"namespace", local.GetNamespace(), "kind", shard.KindName(gvk), "error", err.Error())
+			return false, nil
 		}
-		for i := range list.Items {
-			if list.Items[i].GetUID() != local.GetUID() {
-				return false, nil
-			}
+		if others {
+			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// othersInNamespace reports whether an object of kind gvk other than local is marked in local's
+// namespace.
+func (r *Reconciler) othersInNamespace(ctx context.Context, gvk schema.GroupVersionKind, local *unstructured.Unstructured) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, kindReadTimeout)
+	defer cancel()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(shard.ListGVK(gvk))
+	opts := []client.ListOption{client.InNamespace(local.GetNamespace()), client.MatchingLabels{r.Keys.Region: r.Region}}
+	var reader client.Reader = r.Local
+	if gvk != r.GVK && (r.KindAvailable == nil || !r.KindAvailable(gvk)) {
+		// Its cache has not synced (and may never): the API server answers, or says why not.
+		reader, opts = r.LocalAPI, append(opts, client.Limit(2))
+	}
+	err := reader.List(ctx, list, opts...)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return false, nil // the local cluster does not serve the kind: none of it can be there
+	case err != nil:
+		return false, fmt.Errorf("listing local %s in %s: %w", shard.KindName(gvk), local.GetNamespace(), err)
+	}
+	for i := range list.Items {
+		if list.Items[i].GetUID() != local.GetUID() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // census walks the kind's marked local copies (in the shard, not terminating locally) and

@@ -26,8 +26,10 @@ const EventSource = "regionsync-agent"
 //
 // The engine itself runs on every replica (NeedLeaderElection is false): it waits for
 // management, starts the management cache and warms the local informers, so a standby that
-// becomes leader does not re-list anything. The controllers run only through RunControllers,
-// which the leader calls while it holds the region's shard claim.
+// becomes leader does not re-list anything; each kind's event handlers are registered once, when
+// its informers have synced. The controllers (workers and queues) run only through
+// RunControllers, which the leader calls while it holds the region's shard claim; without a
+// controller the handlers enqueue nothing, and nothing is written to either cluster.
 type Engine struct {
 	cfg          *config.AgentConfig
 	mgr          manager.Manager
@@ -49,7 +51,11 @@ type Engine struct {
 	// reconcilers, one per kind, built with the session (read-only once sessionReady is
 	// closed) and kept so that object states survive a lost and regained claim.
 	reconcilers []*Reconciler
-	// writes gates every write to management: open only while the shard claim is held.
+	// kinds are the reconcilers' event plumbing (handlers registered once, the running
+	// controller's queue), in the same order.
+	kinds []*kind
+	// writes gates every write to management and to the local cluster: open only while the
+	// shard claim is held (RunControllers).
 	writes WriteGate
 	tracer trace.Tracer
 }
@@ -114,9 +120,7 @@ func (e *Engine) SessionReady() <-chan struct{} { return e.sessionReady }
 // ManagementConfig is the rest.Config the engine uses for management.
 func (e *Engine) ManagementConfig() *rest.Config { return e.remoteConfig }
 
-// Writes is the gate of every write to management.
-func (e *Engine) Writes() *WriteGate { return &e.writes }
-
+// Stats returns each kind's object counts (empty until management has been reached).
 // FirstPassDone reports whether every kind's informers exist on both clusters and every object
 // of the shard in the management cache has been reconciled at least once (latched per kind, and
 // checked at most every firstPassRecheck until then, so a large shard costs one cache walk per

@@ -3,36 +3,43 @@ package syncer
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// ErrNotClaimed is returned for a write to management attempted without the shard claim.
-var ErrNotClaimed = errors.New("shard claim not held: write to management refused")
+// ErrNotClaimed is returned for a write attempted without the shard claim.
+var ErrNotClaimed = errors.New("shard claim not held: write refused")
 
-// WriteGate says whether writes to management may pass. The shard claim opens it and closes it
-// the moment the claim is lost, so an in-flight reconcile cannot write after that.
-type WriteGate struct{ open atomic.Bool }
+// WriteGate says whether the agent may write, to management and to the local cluster. Each claim
+// period opens it and releases it the moment the claim is lost, so an in-flight reconcile cannot
+// write after that. It counts its holders: the end of one claim period that overlaps the start of
+// the next (client-go runs them in goroutines of their own) never closes the gate under the newer
+// one.
+type WriteGate struct{ holders atomic.Int64 }
 
-// Open lets writes pass.
-func (g *WriteGate) Open() { g.open.Store(true) }
-
-// Close refuses writes from now on.
-func (g *WriteGate) Close() { g.open.Store(false) }
+// Open lets writes pass until the returned release is called (by every holder that opened it);
+// release may be called any number of times, only the first counts.
+func (g *WriteGate) Open() (release func()) {
+	g.holders.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { g.holders.Add(-1) }) }
+}
 
 // IsOpen reports whether writes pass.
-func (g *WriteGate) IsOpen() bool { return g.open.Load() }
+func (g *WriteGate) IsOpen() bool { return g.holders.Load() > 0 }
 
 func (g *WriteGate) check() error {
-	if !g.open.Load() {
+	if !g.IsOpen() {
 		return ErrNotClaimed
 	}
 	return nil
 }
 
-// gatedClient is a management client whose writes pass only through an open gate.
+// gatedClient is a client (of management or of the local cluster) whose writes pass only through
+// an open gate; its reads are the wrapped client's.
 type gatedClient struct {
 	client.Client
 	gate *WriteGate

@@ -162,6 +162,7 @@ type env struct {
 	proxy                     *testenv.Proxy
 	tracer                    trace.TracerProvider
 	remoteCfg                 *rest.Config
+	localCfg                  *rest.Config // what the agent uses to reach the region
 	syncer                    *regionsync.Syncer
 	cancel                    context.CancelFunc
 	done                      chan error
@@ -172,6 +173,7 @@ type envOption func(*envSetup)
 type envSetup struct {
 	edit          func(*config.AgentConfig)
 	managementCfg *rest.Config // what the agent uses to reach management (default: admin)
+	localCfg      *rest.Config // what the agent uses to reach the region (default: admin)
 	proxyDown     bool         // start with management unreachable behind a proxy
 	useProxy      bool
 	tracer        trace.TracerProvider
@@ -180,6 +182,9 @@ type envSetup struct {
 func withConfig(edit func(*config.AgentConfig)) envOption { return func(s *envSetup) { s.edit = edit } }
 func withManagementConfig(c *rest.Config) envOption {
 	return func(s *envSetup) { s.managementCfg = c }
+}
+func withLocalConfig(c *rest.Config) envOption {
+	return func(s *envSetup) { s.localCfg = c }
 }
 func withTracerProvider(tp trace.TracerProvider) envOption {
 	return func(s *envSetup) { s.tracer = tp }
@@ -231,7 +236,10 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		}
 		t.Cleanup(p.Down)
 	}
-	e.remoteCfg, e.tracer = remoteCfg, setup.tracer
+	e.remoteCfg, e.localCfg, e.tracer = remoteCfg, region.Config, setup.tracer
+	if setup.localCfg != nil {
+		e.localCfg = setup.localCfg
+	}
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -240,7 +248,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 // start runs a new agent process (in-process) with the test's configuration.
 func (e *env) start() {
 	e.t.Helper()
-	s, mgr, flush, err := startAgent(e.cfg, e.localWrites.wrap(region.Config), e.remoteWrites.wrap(e.remoteCfg), e.tracer)
+	s, mgr, flush, err := startAgent(e.cfg, e.localWrites.wrap(e.localCfg), e.remoteWrites.wrap(e.remoteCfg), e.tracer)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -57,6 +57,9 @@ type Reconciler struct {
 	// ManagedKinds are all kinds the agent syncs; a namespace the agent created is deleted only
 	// when no other managed object of any of them is left in it.
 	ManagedKinds []schema.GroupVersionKind
+	// KindAvailable reports whether a managed kind's caches have synced; the others are read
+	// from the API server, each read bounded in time. Nil: only this kind's.
+	KindAvailable func(schema.GroupVersionKind) bool
 	// ProtectedNamespaces are local namespaces nothing is ever created, written or deleted in.
 	ProtectedNamespaces sets.Set[string]
 

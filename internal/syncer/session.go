@@ -41,12 +41,16 @@ func (e *Engine) Start(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- remote.Start(ctx) }()
 	for i, gvk := range e.gvks {
-		e.reconcilers = append(e.reconcilers, e.newReconciler(remote, e.cfg.Resources[i], gvk))
+		r := e.newReconciler(remote, e.cfg.Resources[i], gvk)
+		e.reconcilers = append(e.reconcilers, r)
+		e.kinds = append(e.kinds, &kind{r: r})
 	}
-	// Warm standby: informers for every kind on both sides start now, on every replica. A kind
-	// that a cluster does not serve (its CRD is missing) is reported and retried; the others go on.
-	for i, r := range e.reconcilers {
-		go e.warm(ctx, remote, i, r)
+	// Warm standby: informers for every kind on both sides start now, on every replica, and get
+	// the kind's event handlers once. A kind that a cluster does not serve (its CRD is missing),
+	// that the agent may not list, or whose cache does not sync is reported and retried; the
+	// others go on.
+	for i, k := range e.kinds {
+		go e.warm(ctx, remote, i, k)
 	}
 	e.session.Store(&remote)
 	close(e.sessionReady)

@@ -109,7 +109,6 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	}
 	le := l.cfg.LeaderElection
 	def := shard.DefinitionOf(l.cfg)
-	gate := l.engine.Writes()
 	c := &claim.Claimer{
 		Client:        l.mgmt,
 		Namespace:     l.cfg.Management.Namespace,
@@ -120,13 +119,9 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 		RenewDeadline: le.RenewDeadline.Duration,
 		RetryPeriod:   le.RetryPeriod.Duration,
 		Log:           l.log,
-		WhileSyncing: func(ctx context.Context) error {
-			gate.Open()
-			stop := context.AfterFunc(ctx, gate.Close) // losing the claim stops writes at once
-			defer stop()
-			defer gate.Close()
-			return l.engine.RunControllers(ctx)
-		},
+		// The engine opens its write gate for as long as ctx lasts and closes it the moment
+		// the claim is lost; its controllers run only as long.
+		WhileSyncing: l.engine.RunControllers,
 	}
 	reporter := &health.Reporter{
 		Client: l.regions, Region: l.cfg.Region,

@@ -1,0 +1,122 @@
+package syncer_test
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+// informerHandlers counts the event handlers registered on every shared informer of the process:
+// client-go runs each in a processorListener whose run loop is one goroutine.
+func informerHandlers() int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	return strings.Count(buf.String(), "cache.(*processorListener).run(")
+}
+
+// settledGoroutines returns the smallest goroutine count over a second of samples (short-lived
+// goroutines of requests in flight come and go).
+func settledGoroutines() int {
+	low := runtime.NumGoroutine()
+	for range 10 {
+		time.Sleep(100 * time.Millisecond)
+		low = min(low, runtime.NumGoroutine())
+	}
+	return low
+}
+
+// TestClaimFlapsDoNotLeak: 20 claim losses and regains (management cut for longer than the renew
+// deadline) leave the process's goroutines flat within a small constant and its informers' event
+// handlers exactly as many as before; while the claim is lost the agent writes nothing locally
+// (a drifted copy is not reverted), and after the last regain it syncs creates and updates again.
+// Not parallel: it counts the goroutines and informer handlers of the whole test process.
+func TestClaimFlapsDoNotLeak(t *testing.T) {
+	e := newEnv(t, withProxy(false), withConfig(func(c *config.AgentConfig) {
+		c.LeaderElection.LeaseDuration = metav1.Duration{Duration: 2 * time.Second}
+		c.LeaderElection.RenewDeadline = metav1.Duration{Duration: time.Second}
+		c.LeaderElection.RetryPeriod = metav1.Duration{Duration: 200 * time.Millisecond}
+	}))
+	ns := e.remoteNamespace("flaps")
+	e.tenant(ns, "acme", "Acme")
+	e.waitSynced(ns, "acme")
+	claim := func(syncing bool) {
+		t.Helper()
+		testenv.Eventually(t, fmt.Sprintf("claim syncing=%v", syncing), 20*time.Second, func() error {
+			if c := e.syncer.Claim(); c.Syncing != syncing {
+				return fmt.Errorf("claim %+v", c)
+			}
+			return nil
+		})
+	}
+	claim(true)
+	// One flap first, so that every lazily built client and informer of both paths exists.
+	e.proxy.Down()
+	claim(false)
+	if err := e.proxy.Up(); err != nil {
+		t.Fatal(err)
+	}
+	claim(true)
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 3 })
+	e.waitSynced(ns, "acme")
+	goroutines, handlers := settledGoroutines(), informerHandlers()
+
+	const flaps = 20
+	for i := range flaps {
+		e.proxy.Down()
+		claim(false)
+		if i == flaps-1 {
+			// Without the claim nothing is written locally, not even a revert of drift.
+			e.localWrites.take()
+			e.setLocal(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.DisplayName = "drifted" })
+			e.never("a local write without the claim", 2*time.Second, func() bool { return len(e.localWrites.take()) > 0 })
+		}
+		if err := e.proxy.Up(); err != nil {
+			t.Fatal(err)
+		}
+		claim(true)
+	}
+
+	e.eventually("drift reverted after the regain", func() error {
+		l, err := e.getLocal(ns, "acme")
+		if err != nil {
+			return err
+		}
+		if l.Spec.DisplayName != "Acme" {
+			return fmt.Errorf("display name %q", l.Spec.DisplayName)
+		}
+		return nil
+	})
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 5 })
+	if _, local := e.waitSynced(ns, "acme"); local.Spec.Replicas != 5 {
+		t.Fatalf("replicas %d after %d flaps", local.Spec.Replicas, flaps)
+	}
+	other := e.remoteNamespace("flaps-after") // one Tenant per namespace: the demo operator's token
+	e.tenant(other, "beta", "Beta")
+	// client-go's reflector backs off re-watching a cluster that kept failing (up to 30 s, with
+	// jitter): the management cache may see the new object only then.
+	testenv.Eventually(t, "a new object copied after the flaps", 2*time.Minute, func() error {
+		_, err := e.getLocal(other, "beta")
+		return err
+	})
+	e.waitSynced(other, "beta")
+
+	// Flat: a leak of even one handler per flap would add 20 handlers and at least 40 goroutines.
+	const slack = 15
+	testenv.Eventually(t, "goroutines and handlers back to their level before the flaps", 30*time.Second, func() error {
+		g, h := settledGoroutines(), informerHandlers()
+		if h > handlers || g > goroutines+slack {
+			return fmt.Errorf("after %d flaps: %d goroutines (before %d, slack %d), %d informer handlers (before %d)", flaps, g, goroutines, slack, h, handlers)
+		}
+		return nil
+	})
+}
