@@ -176,11 +176,7 @@ func (r *Reconciler) deleteLocal(ctx context.Context, local *unstructured.Unstru
 	opts := make([]client.DeleteOption, 0, 2) // a propagation policy (not for a namespace) and the UID precondition
 	opts = append(opts, client.PropagationPolicy(r.Resource.DeletePropagation))
 	if r.ownsNamespace(ns, local) {
-		alone, err := r.aloneInNamespace(ctx, local)
-		if err != nil {
-			return err
-		}
-		if alone {
+		if r.aloneInNamespace(ctx, local) {
 			target, opts = ns, opts[:0]
 		}
 	}
@@ -230,19 +226,19 @@ const kindReadTimeout = 10 * time.Second
 // server. A kind the local cluster does not serve has no object there; a kind that cannot be read
 // (no RBAC, a timeout) makes the answer "not alone": only the object is deleted, the namespace is
 // kept. One kind's trouble never stalls or fails another kind's deletions, and never loses data.
-func (r *Reconciler) aloneInNamespace(ctx context.Context, local *unstructured.Unstructured) (bool, error) {
+func (r *Reconciler) aloneInNamespace(ctx context.Context, local *unstructured.Unstructured) bool {
 	for _, gvk := range r.ManagedKinds {
 		others, err := r.othersInNamespace(ctx, gvk, local)
 		if err != nil {
 			logr.FromContextOrDiscard(ctx).Info("cannot tell whether other managed objects live in the namespace; deleting the object, keeping its namespace",
 				"namespace", local.GetNamespace(), "kind", shard.KindName(gvk), "error", err.Error())
-			return false, nil
+			return false
 		}
 		if others {
-			return false, nil
+			return false
 		}
 	}
-	return true, nil
+	return true
 }
 
 // othersInNamespace reports whether an object of kind gvk other than local is marked in local's

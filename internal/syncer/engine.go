@@ -120,7 +120,6 @@ func (e *Engine) SessionReady() <-chan struct{} { return e.sessionReady }
 // ManagementConfig is the rest.Config the engine uses for management.
 func (e *Engine) ManagementConfig() *rest.Config { return e.remoteConfig }
 
-// Stats returns each kind's object counts (empty until management has been reached).
 // FirstPassDone reports whether every kind's informers exist on both clusters and every object
 // of the shard in the management cache has been reconciled at least once (latched per kind, and
 // checked at most every firstPassRecheck until then, so a large shard costs one cache walk per

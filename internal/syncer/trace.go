@@ -9,10 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/regionsync/regionsync/internal/telemetry"
@@ -69,49 +66,6 @@ func (r *Reconciler) afterWrite(ctx context.Context, action string, err error) e
 		telemetry.WriteLag.WithLabelValues(r.Name(), action).Observe(time.Since(p.eventAt).Seconds())
 	}
 	return nil
-}
-
-// stampingHandler records when a watch event arrived for each request, so that the reconcile
-// it causes can report its event-to-write lag.
-type stampingHandler struct {
-	inner handler.EventHandler
-	stamp func(reconcile.Request)
-}
-
-type stampingQueue struct {
-	workqueue.TypedRateLimitingInterface[reconcile.Request]
-	stamp func(reconcile.Request)
-}
-
-func (q stampingQueue) Add(item reconcile.Request) {
-	q.stamp(item)
-	q.TypedRateLimitingInterface.Add(item)
-}
-
-func (q stampingQueue) AddRateLimited(item reconcile.Request) {
-	q.stamp(item)
-	q.TypedRateLimitingInterface.AddRateLimited(item)
-}
-
-func (q stampingQueue) AddAfter(item reconcile.Request, d time.Duration) {
-	q.stamp(item)
-	q.TypedRateLimitingInterface.AddAfter(item, d)
-}
-
-func (h stampingHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.inner.Create(ctx, e, stampingQueue{q, h.stamp})
-}
-
-func (h stampingHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.inner.Update(ctx, e, stampingQueue{q, h.stamp})
-}
-
-func (h stampingHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.inner.Delete(ctx, e, stampingQueue{q, h.stamp})
-}
-
-func (h stampingHandler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.inner.Generic(ctx, e, stampingQueue{q, h.stamp})
 }
 
 // stamp records the first event time of a request not yet reconciled.
