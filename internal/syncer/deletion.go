@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
@@ -27,15 +27,15 @@ const heldRequeue = 30 * time.Second
 // remoteDeleting handles a terminating remote object: the local copy (or the namespace the agent
 // created for it) is deleted first, within the deletion budget (a mass termination is held like
 // a mass disappearance, the finalizer kept); once the copy is gone, the finalizer is released.
-func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstructured.Unstructured) (ctrl.Result, error) {
+func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstructured.Unstructured) (reconcile.Result, error) {
 	if local != nil && r.isMarked(local) {
 		if !local.GetDeletionTimestamp().IsZero() {
-			return ctrl.Result{}, nil // its deletion event brings us back
+			return reconcile.Result{}, nil // its deletion event brings us back
 		}
 		return r.budgetedDelete(ctx, objectRef(remote), local, false, "management object "+objectRef(remote).String()+" is being deleted")
 	}
 	if !controllerutil.ContainsFinalizer(remote, r.Keys.Finalizer) {
-		return ctrl.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	before := remote.DeepCopy()
 	controllerutil.RemoveFinalizer(remote, r.Keys.Finalizer)
@@ -44,24 +44,24 @@ func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstruct
 	})
 	if err != nil {
 		r.countFailure(telemetry.DirectionDelete, err)
-		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
 	}
 	r.count(telemetry.DirectionDelete, telemetry.ResultWritten)
 	logr.FromContextOrDiscard(ctx).Info("local copy gone; remote finalizer released")
-	return ctrl.Result{}, nil
+	return reconcile.Result{}, nil
 }
 
 // orphaned handles a local copy whose remote object is not in the management cache. It is
 // deleted only when the deletion budget allows it and management confirms the object is gone;
 // an unreachable management cluster, an object moved out of the shard, or a mass disappearance
 // deletes nothing.
-func (r *Reconciler) orphaned(ctx context.Context, remoteKey types.NamespacedName, local *unstructured.Unstructured) (ctrl.Result, error) {
+func (r *Reconciler) orphaned(ctx context.Context, remoteKey types.NamespacedName, local *unstructured.Unstructured) (reconcile.Result, error) {
 	if local == nil || !r.isMarked(local) || !local.GetDeletionTimestamp().IsZero() {
-		return ctrl.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	if r.Keys.IsPaused(local.GetAnnotations()) {
 		r.count(telemetry.DirectionDelete, telemetry.ResultPaused)
-		return ctrl.Result{}, nil
+		return reconcile.Result{}, nil
 	}
 	return r.budgetedDelete(ctx, remoteKey, local, true, "management object "+remoteKey.String()+" no longer exists")
 }
@@ -69,15 +69,15 @@ func (r *Reconciler) orphaned(ctx context.Context, remoteKey types.NamespacedNam
 // budgetedDelete deletes the copy of remoteKey when the budget allows it or an operator released
 // it. The budget comes first: it counts from the caches, so a held deletion costs no request. An
 // orphan is deleted only after management itself answers "not found".
-func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.NamespacedName, local *unstructured.Unstructured, orphan bool, why string) (ctrl.Result, error) {
+func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.NamespacedName, local *unstructured.Unstructured, orphan bool, why string) (reconcile.Result, error) {
 	released := r.Keys.IsReleased(local.GetAnnotations()) && r.Budget.ReleaseUsable(local.GetUID())
 	if !released {
 		v, wait, summary, err := r.Budget.Decide(ctx, remoteKey)
 		switch {
 		case err != nil:
-			return ctrl.Result{}, fmt.Errorf("counting the deletion budget: %w", err)
+			return reconcile.Result{}, fmt.Errorf("counting the deletion budget: %w", err)
 		case v == settle:
-			return ctrl.Result{RequeueAfter: max(wait, 100*time.Millisecond)}, nil
+			return reconcile.Result{RequeueAfter: max(wait, 100*time.Millisecond)}, nil
 		case v == hold:
 			r.count(telemetry.DirectionDelete, telemetry.ResultHeld)
 			telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(r.Budget.Held(ctx)))
@@ -85,7 +85,7 @@ func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.Namespa
 			if summary != nil {
 				r.reportHold(ctx, summary, local)
 			}
-			return ctrl.Result{RequeueAfter: heldRequeue}, nil
+			return reconcile.Result{RequeueAfter: heldRequeue}, nil
 		}
 	}
 	if orphan {
@@ -98,24 +98,24 @@ func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.Namespa
 				r.count(telemetry.DirectionDelete, telemetry.ResultHeld)
 				r.LocalEvents.Eventf(local, nil, corev1.EventTypeWarning, ReasonOutOfShard, "Delete",
 					"management object %s no longer matches the shard's label selector; the local copy is kept", remoteKey)
-				return ctrl.Result{}, nil
+				return reconcile.Result{}, nil
 			}
-			return ctrl.Result{RequeueAfter: waitRequeue}, nil // the cache is behind
+			return reconcile.Result{RequeueAfter: waitRequeue}, nil // the cache is behind
 		case !apierrors.IsNotFound(err):
-			return ctrl.Result{}, fmt.Errorf("confirming that %s is gone from management: %w", remoteKey, err)
+			return reconcile.Result{}, fmt.Errorf("confirming that %s is gone from management: %w", remoteKey, err)
 		}
 	}
 	if released {
 		why += " (deletion released with " + r.Keys.ReleaseDeletion + ")"
 	}
 	if err := r.deleteLocal(ctx, local, why); err != nil {
-		return ctrl.Result{}, err
+		return reconcile.Result{}, err
 	}
 	r.Budget.Deleted(remoteKey)
 	if released {
 		r.Budget.UseRelease(local.GetUID())
 	}
-	return ctrl.Result{}, nil
+	return reconcile.Result{}, nil
 }
 
 // reportHold emits the summarizing Warning event of a kind's hold, regarding the held copy with

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
@@ -214,7 +214,7 @@ func (r *Reconciler) countSecret(result string) {
 //
 // unmarked is an object at the mapped name that carries no mark (read from a cache that is not
 // filtered to marked objects); the adoption rules decide whether it becomes the copy.
-func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, local, unmarked *unstructured.Unstructured) (*unstructured.Unstructured, ctrl.Result, error) {
+func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, local, unmarked *unstructured.Unstructured) (*unstructured.Unstructured, reconcile.Result, error) {
 	if local == nil && unmarked != nil {
 		existing, result, err := r.adoptOrRefuse(ctx, remote, localKey, unmarked)
 		if err != nil || existing == nil {
@@ -243,24 +243,24 @@ func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstruct
 			case apierrors.IsAlreadyExists(err):
 				existing, result, err := r.lookupExisting(ctx, remote, localKey)
 				if err != nil || existing == nil {
-					return nil, ctrl.Result{RequeueAfter: max(result.RequeueAfter, waitRequeue)}, err
+					return nil, reconcile.Result{RequeueAfter: max(result.RequeueAfter, waitRequeue)}, err
 				}
 				local = existing
 			case err != nil:
-				return nil, ctrl.Result{}, err
+				return nil, reconcile.Result{}, err
 			default:
 				r.LocalEvents.Eventf(created, nil, corev1.EventTypeNormal, ReasonCreated, "Sync", "created from management object %s", objectRef(remote))
-				return created, ctrl.Result{}, nil
+				return created, reconcile.Result{}, nil
 			}
 		}
 	}
 	if !local.GetDeletionTimestamp().IsZero() {
 		// Recreated once it is gone: its deletion is an event the agent receives (marked) or
 		// polls for (unmarked).
-		return nil, ctrl.Result{RequeueAfter: waitRequeue}, nil
+		return nil, reconcile.Result{RequeueAfter: waitRequeue}, nil
 	}
 	updated, err := r.writeLocal(ctx, remote, localKey, local)
-	return updated, ctrl.Result{}, err
+	return updated, reconcile.Result{}, err
 }
 
 // namespaceMemo is how long a local namespace seen to exist is trusted without reading it again.
@@ -269,9 +269,9 @@ const namespaceMemo = 30 * time.Second
 // ensureNamespace makes sure the copy's local namespace exists, creating it (owned by this
 // object) when it does not; fresh reports that it was just created. A namespace being deleted
 // is waited for.
-func (r *Reconciler) ensureNamespace(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (fresh bool, _ ctrl.Result, _ error) {
+func (r *Reconciler) ensureNamespace(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (fresh bool, _ reconcile.Result, _ error) {
 	if v, ok := r.namespaces.Load(localKey.Namespace); ok && time.Since(v.(time.Time)) < namespaceMemo {
-		return false, ctrl.Result{}, nil
+		return false, reconcile.Result{}, nil
 	}
 	ns := &corev1.Namespace{}
 	err := r.LocalAPI.Get(ctx, types.NamespacedName{Name: localKey.Namespace}, ns)
@@ -286,39 +286,39 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, remote *unstructured.U
 			return r.Local.Create(ctx, ns, client.FieldOwner(shard.FieldManager))
 		})
 		if apierrors.IsAlreadyExists(err) {
-			return false, ctrl.Result{}, nil // someone else just created it: not ours
+			return false, reconcile.Result{}, nil // someone else just created it: not ours
 		}
 		if err != nil {
-			return false, ctrl.Result{}, fmt.Errorf("creating local namespace %s: %w", localKey.Namespace, err)
+			return false, reconcile.Result{}, fmt.Errorf("creating local namespace %s: %w", localKey.Namespace, err)
 		}
 		r.namespaces.Store(localKey.Namespace, time.Now())
 		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeNormal, ReasonNamespaceCreated, "Sync", "created local namespace %s in region %s", localKey.Namespace, r.Region)
-		return true, ctrl.Result{}, nil
+		return true, reconcile.Result{}, nil
 	case err != nil:
-		return false, ctrl.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)
+		return false, reconcile.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)
 	case !ns.DeletionTimestamp.IsZero():
-		return false, ctrl.Result{RequeueAfter: waitRequeue}, nil
+		return false, reconcile.Result{RequeueAfter: waitRequeue}, nil
 	}
 	r.namespaces.Store(localKey.Namespace, time.Now())
-	return false, ctrl.Result{}, nil
+	return false, reconcile.Result{}, nil
 }
 
 // lookupExisting reads an object at the mapped name that the cache cannot see (unmarked, or not
 // cached yet). It returns it when it is to be synced (ours, or adopted), or nil with a non-zero
 // result to wait (terminating, adoption refused), or nil and a zero result when there is none.
-func (r *Reconciler) lookupExisting(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (*unstructured.Unstructured, ctrl.Result, error) {
+func (r *Reconciler) lookupExisting(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (*unstructured.Unstructured, reconcile.Result, error) {
 	existing := r.newObject()
 	if err := r.LocalAPI.Get(ctx, localKey, existing); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, ctrl.Result{}, nil
+			return nil, reconcile.Result{}, nil
 		}
-		return nil, ctrl.Result{}, fmt.Errorf("reading local %s: %w", localKey, err)
+		return nil, reconcile.Result{}, fmt.Errorf("reading local %s: %w", localKey, err)
 	}
 	if !existing.GetDeletionTimestamp().IsZero() {
-		return nil, ctrl.Result{RequeueAfter: waitRequeue}, nil
+		return nil, reconcile.Result{RequeueAfter: waitRequeue}, nil
 	}
 	if r.isMarked(existing) {
-		return existing, ctrl.Result{}, nil // ours; the cache has not seen it yet
+		return existing, reconcile.Result{}, nil // ours; the cache has not seen it yet
 	}
 	return r.adoptOrRefuse(ctx, remote, localKey, existing)
 }
@@ -327,28 +327,28 @@ func (r *Reconciler) lookupExisting(ctx context.Context, remote *unstructured.Un
 // taken over when adoption is configured, or when it lives in a namespace the agent (or
 // sync-controller, under the same annotation domain) created for this very object, the migration
 // path; otherwise it is left alone, reported, and looked at again later.
-func (r *Reconciler) adoptOrRefuse(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, existing *unstructured.Unstructured) (*unstructured.Unstructured, ctrl.Result, error) {
+func (r *Reconciler) adoptOrRefuse(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, existing *unstructured.Unstructured) (*unstructured.Unstructured, reconcile.Result, error) {
 	if !existing.GetDeletionTimestamp().IsZero() {
-		return nil, ctrl.Result{RequeueAfter: waitRequeue}, nil
+		return nil, reconcile.Result{RequeueAfter: waitRequeue}, nil
 	}
 	ns := &corev1.Namespace{}
 	if err := r.LocalAPI.Get(ctx, types.NamespacedName{Name: localKey.Namespace}, ns); err != nil {
-		return nil, ctrl.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)
+		return nil, reconcile.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)
 	}
 	if r.ownsNamespace(ns, existing) {
 		r.LocalEvents.Eventf(existing, nil, corev1.EventTypeNormal, ReasonAdopted, "Adopt",
 			"taken over for management object %s: it lives in namespace %s, created for it", objectRef(remote), ns.Name)
-		return existing, ctrl.Result{}, nil
+		return existing, reconcile.Result{}, nil
 	}
 	if r.Resource.Adoption != config.AdoptionAdopt {
 		r.count(telemetry.DirectionDown, telemetry.ResultRefused)
 		msg := fmt.Sprintf("local %s exists and is not managed by regionsync; adoption is refused by configuration", localKey)
 		r.LocalEvents.Eventf(existing, nil, corev1.EventTypeWarning, ReasonAdoptionRefused, "Adopt", "%s", msg)
 		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonAdoptionRefused, "Adopt", "%s in region %s", msg, r.Region)
-		return nil, ctrl.Result{RequeueAfter: time.Minute}, nil
+		return nil, reconcile.Result{RequeueAfter: time.Minute}, nil
 	}
 	r.LocalEvents.Eventf(existing, nil, corev1.EventTypeNormal, ReasonAdopted, "Adopt", "adopted for management object %s", objectRef(remote))
-	return existing, ctrl.Result{}, nil
+	return existing, reconcile.Result{}, nil
 }
 
 // writeLocal writes the local copy with the resource's strategy when it differs from the remote.

@@ -25,9 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
@@ -210,7 +210,7 @@ func (r *Reconciler) Stats() Stats {
 }
 
 // Reconcile syncs the remote object req and its local copy, and records the object's state.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	start := time.Now()
 	defer func() { telemetry.SyncDuration.WithLabelValues(r.Name()).Observe(time.Since(start).Seconds()) }()
 	s := &scope{req: req, state: StateSynced}
@@ -222,16 +222,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// API servers, not the caches, and try again soon; nothing failed.
 		r.stale.Store(req.NamespacedName, true)
 		logr.FromContextOrDiscard(ctx).V(1).Info("conflict; retrying with a fresh read", "remote", req.NamespacedName, "error", err.Error())
-		result, err = ctrl.Result{RequeueAfter: conflictRequeue}, nil
+		result, err = reconcile.Result{RequeueAfter: conflictRequeue}, nil
 	}
 	if wait := r.fights.retryAfter(req.NamespacedName, time.Now()); wait > 0 && err == nil && result.IsZero() {
-		result = ctrl.Result{RequeueAfter: wait} // a write held back by a fight goes then
+		result = reconcile.Result{RequeueAfter: wait} // a write held back by a fight goes then
 	}
 	if err == nil && s.statusRefused != nil && result.IsZero() {
 		// Spec flowed; the status did not. Failed until management accepts it (a local status
 		// change tries again at once, and so does this retry).
 		s.state = StateFailed
-		result = ctrl.Result{RequeueAfter: refusedStatusRetry}
+		result = reconcile.Result{RequeueAfter: refusedStatusRetry}
 	}
 	final := finalState(s.state, result, err)
 	if s.statusRefused != nil && final == StatePending && err == nil {
@@ -249,7 +249,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // finalState is the object's state after a pass that stopped in state with result and err.
-func finalState(state ObjectState, result ctrl.Result, err error) ObjectState {
+func finalState(state ObjectState, result reconcile.Result, err error) ObjectState {
 	switch {
 	case state == stateGone || state == StatePaused || state == StateInvalid:
 		return state
@@ -264,7 +264,7 @@ func finalState(state ObjectState, result ctrl.Result, err error) ObjectState {
 // scope is what one reconcile knows about a remote object and its local copy. The phases read
 // and update it in order; each sets state when the pass stops there in a state other than synced.
 type scope struct {
-	req ctrl.Request
+	req reconcile.Request
 	// localKey is where the copy lives; mapErr why the object has no valid local name.
 	localKey types.NamespacedName
 	mapErr   error
@@ -277,7 +277,7 @@ type scope struct {
 	local, unmarked *unstructured.Unstructured
 
 	state  ObjectState
-	result ctrl.Result
+	result reconcile.Result
 	// secretsErr is a failed secret upload: it does not hold back the phases after it, and is
 	// returned with whatever they return.
 	secretsErr error
@@ -313,7 +313,7 @@ var syncPhases = []phase{
 }
 
 // reconcile runs the read phases, then records the pass (and traces it) and runs the sync phases.
-func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, s *scope) (result ctrl.Result, err error) {
+func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, s *scope) (result reconcile.Result, err error) {
 	log := r.Log.WithValues("remote", s.req.NamespacedName)
 	ctx = logr.NewContext(ctx, log)
 	if done, err := r.run(ctx, s, readPhases); done || err != nil {
@@ -480,7 +480,7 @@ func (r *Reconciler) specDownPhase(ctx context.Context, s *scope) (done bool, er
 // generationsPhase writes the generation annotations.
 func (r *Reconciler) generationsPhase(ctx context.Context, s *scope) (bool, error) {
 	if err := r.generations(ctx, s.remote, s.local); err != nil {
-		s.result = ctrl.Result{}
+		s.result = reconcile.Result{}
 		return true, err
 	}
 	return false, nil
