@@ -12,7 +12,7 @@ FUZZTIME ?= 10s
 all: build
 
 build: ## Build the agent, the demo and the demo tenant operator into bin/.
-	$(GO) build -ldflags "-X github.com/regionsync/regionsync/main.Version=$(VERSION)" -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "-X main.Version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 control-plane: ## Build (first time) or locate the cached control-plane binaries.
 	@scripts/control-plane.sh >/dev/null
