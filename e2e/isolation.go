@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	}
 	merge := func(patch string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(patch)) }
 	bTenant := tenant(b)
-	if !containsString(bTenant.Finalizers, keys.Finalizer) {
+	if !slices.Contains(bTenant.Finalizers, keys.Finalizer) {
 		t.Fatalf("%s's Tenant has no finalizer %s to protect: %v", b, keys.Finalizer, bTenant.Finalizers)
 	}
 
@@ -201,7 +202,7 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	}
 	// B's object is as B's agent left it.
 	after := tenant(b)
-	if after.Spec != bTenant.Spec || !containsString(after.Finalizers, keys.Finalizer) ||
+	if after.Spec != bTenant.Spec || !slices.Contains(after.Finalizers, keys.Finalizer) ||
 		after.Annotations["e2e.regionsync.dev/forged"] != "" || after.Status.Phase != tenantoperator.PhaseReady {
 		t.Errorf("%s's Tenant changed: spec %+v finalizers %v status %+v", b, after.Spec, after.Finalizers, after.Status)
 	}
@@ -254,7 +255,7 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 			return false, err
 		}
 		err := f.Region(a).Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: "bye"}, &demov1alpha1.Tenant{})
-		return containsString(bye.Finalizers, keys.Finalizer) && err == nil, nil
+		return slices.Contains(bye.Finalizers, keys.Finalizer) && err == nil, nil
 	})
 	if err := admin.Delete(ctx, bye); err != nil {
 		t.Fatal(err)
@@ -322,13 +323,4 @@ func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, er
 	if err != nil {
 		t.Fatalf("%s: %v (last error: %v)", what, err, last)
 	}
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

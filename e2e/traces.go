@@ -12,10 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,14 +36,11 @@ const traceNamespace = "tenant-traced" // inside the overlays' namespacePrefix
 // to the status upload; and no span carries a token.
 func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
 	ctx := context.Background()
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(recv.GRPCAddr()), otlptracegrpc.WithInsecure())
+	tracer, shutdown, err := recv.Tracer(ctx, "e2e-management", "e2e", "management")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL,
-		semconv.ServiceName("e2e-management"), semconv.K8SClusterName("management"))))
-	defer func() { _ = tp.Shutdown(ctx) }()
-	tracer := tp.Tracer("e2e")
+	defer func() { _ = shutdown(ctx) }()
 	if err := f.Management().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: traceNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -99,9 +92,16 @@ func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
 				t.Fatalf("%s: token too short to search for", r)
 			}
 			for _, s := range recv.Spans() {
+				fields := map[string]string{"name": s.Name, "status message": s.Error}
 				for k, v := range s.Attributes {
+					fields["attribute "+k] = v
+				}
+				for k, v := range s.Resource {
+					fields["resource attribute "+k] = v
+				}
+				for where, v := range fields {
 					if strings.Contains(v, value) {
-						t.Errorf("span %q attribute %s holds %s's token", s.Name, k, r)
+						t.Errorf("span %q %s holds %s's token", s.Name, where, r)
 					}
 				}
 			}

@@ -6,10 +6,6 @@ import (
 	"io"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/regionsync/regionsync/internal/otlpsink"
@@ -41,13 +37,7 @@ func startReceiver() (*otlpsink.Receiver, error) {
 // newDemoTracer exports the demo's spans to its own receiver with the real OTLP/gRPC exporter,
 // synchronously (a span is received when it ends).
 func newDemoTracer(ctx context.Context, recv *otlpsink.Receiver) (trace.Tracer, func(context.Context) error, error) {
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(recv.GRPCAddr()), otlptracegrpc.WithInsecure())
-	if err != nil {
-		return nil, nil, fmt.Errorf("demo's OTLP exporter: %w", err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewWithAttributes(semconv.SchemaURL,
-		semconv.ServiceName(DemoService), semconv.ServiceInstanceID("demo"), semconv.K8SClusterName(Management))))
-	return tp.Tracer("regionsync-demo"), tp.Shutdown, nil
+	return recv.Tracer(ctx, DemoService, "demo", Management)
 }
 
 // waitTrace waits until a region's trace holds the tenant operator's span and the agent's status

@@ -307,3 +307,35 @@ func TestForwardConfigFromEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestTreeUntrustedInput: a span sent twice is shown once, and a span naming itself as its parent
+// is shown under a missing parent; no input makes the tree loop.
+func TestTreeUntrustedInput(t *testing.T) {
+	tid := trace.TraceID{1}
+	a, b := trace.SpanID{1}, trace.SpanID{2}
+	now := time.Now()
+	spans := []otlpsink.Span{
+		{TraceID: tid, SpanID: a, Name: "root", Start: now, End: now.Add(time.Millisecond)},
+		{TraceID: tid, SpanID: b, ParentID: a, Name: "child", Start: now, End: now.Add(time.Millisecond)},
+		{TraceID: tid, SpanID: b, ParentID: a, Name: "child", Start: now, End: now.Add(time.Millisecond)}, // retried batch
+		{TraceID: tid, SpanID: trace.SpanID{3}, ParentID: trace.SpanID{3}, Name: "self", Start: now, End: now},
+	}
+	roots := otlpsink.Tree(spans)
+	count := 0
+	var walk func([]*otlpsink.Node)
+	walk = func(ns []*otlpsink.Node) {
+		for _, n := range ns {
+			if n.Span != nil {
+				count++
+			}
+			walk(n.Children)
+		}
+	}
+	walk(roots)
+	if count != 3 {
+		t.Fatalf("%d spans in the tree, want 3 (the duplicate once)", count)
+	}
+	if len(roots) != 2 || roots[1].Missing != (trace.SpanID{3}) && roots[0].Missing != (trace.SpanID{3}) {
+		t.Fatalf("the self-parented span is not under a missing parent: %+v", roots)
+	}
+}

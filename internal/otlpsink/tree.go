@@ -21,22 +21,27 @@ type Node struct {
 // Tree arranges the spans of one trace by their parent span IDs. Roots are the spans without a
 // parent and, for every parent that did not arrive, a missing node holding its children. Siblings
 // are ordered by start time.
+//
+// The input is untrusted (anything may send spans): a span ID sent twice (an exporter's retry of a
+// batch that did arrive) is kept once, and a span naming itself as its parent is shown under a
+// missing parent, so no input makes the tree loop.
 func Tree(spans []Span) []*Node {
 	byID := map[trace.SpanID]*Node{}
+	var unique []*Node
 	for i := range spans {
-		byID[spans[i].SpanID] = &Node{Span: &spans[i]}
+		if _, dup := byID[spans[i].SpanID]; dup {
+			continue
+		}
+		n := &Node{Span: &spans[i]}
+		byID[spans[i].SpanID] = n
+		unique = append(unique, n)
 	}
 	missing := map[trace.SpanID]*Node{}
 	var roots []*Node
-	for i := range spans {
-		n := byID[spans[i].SpanID]
-		parent := spans[i].ParentID
+	for _, n := range unique {
+		parent := n.Span.ParentID
 		switch {
-		case !parent.IsValid():
-			roots = append(roots, n)
-		case byID[parent] != nil:
-			byID[parent].Children = append(byID[parent].Children, n)
-		default:
+		case parent.IsValid() && (byID[parent] == nil || parent == n.Span.SpanID):
 			m := missing[parent]
 			if m == nil {
 				m = &Node{Missing: parent}
@@ -44,6 +49,10 @@ func Tree(spans []Span) []*Node {
 				roots = append(roots, m)
 			}
 			m.Children = append(m.Children, n)
+		case !parent.IsValid():
+			roots = append(roots, n)
+		default:
+			byID[parent].Children = append(byID[parent].Children, n)
 		}
 	}
 	var order func([]*Node)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,7 +144,13 @@ func (g *budgetGate) Decide(ctx context.Context, key types.NamespacedName) (v ve
 	if d := first.Add(deletionSettle).Sub(now); d > 0 && g.latched.IsZero() {
 		return settle, d, nil, nil
 	}
-	if g.at.IsZero() || now.Sub(g.at) >= censusMaxAge || g.at.Before(first.Add(deletionSettle)) && g.latched.IsZero() {
+	maxAge := censusMaxAge
+	if !g.latched.IsZero() {
+		// Held copies come back every heldRequeue: during a hold one walk serves them all for
+		// heldStatsAge, not one walk per second.
+		maxAge = heldStatsAge
+	}
+	if g.at.IsZero() || now.Sub(g.at) >= maxAge || g.at.Before(first.Add(deletionSettle)) && g.latched.IsZero() {
 		if err := g.recount(ctx, now); err != nil {
 			return hold, 0, nil, err
 		}
@@ -267,22 +274,12 @@ func (g *budgetGate) summaryDue(now time.Time) *heldSummary {
 	if len(locals) > 0 {
 		s.first = slices.MinFunc(locals, func(a, b types.NamespacedName) int {
 			if a.Namespace != b.Namespace {
-				return compareStrings(a.Namespace, b.Namespace)
+				return strings.Compare(a.Namespace, b.Namespace)
 			}
-			return compareStrings(a.Name, b.Name)
+			return strings.Compare(a.Name, b.Name)
 		})
 	}
 	return s
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // expire forgets grants older than the window and candidates never judged again.

@@ -34,6 +34,9 @@ type fightState struct {
 	undone      int       // how many writes of the same content in a row
 	nextAllowed time.Time // in a fight: the earliest next write
 	reportedAt  time.Time
+	// prev is the state before the last admitted write, restored when that write failed: a
+	// write that never happened undoes nothing, and is not undone by anyone.
+	prev *fightState
 }
 
 // fightTracker remembers, per object and side, the last write and how often it was undone.
@@ -65,6 +68,8 @@ func (t *fightTracker) admit(key fightKey, hash string, now time.Time) fightVerd
 		s = &fightState{}
 		t.m[key] = s
 	}
+	before := *s
+	before.prev = nil
 	if s.hash == hash && now.Sub(s.at) < fightWindow {
 		s.undone++
 	} else {
@@ -82,8 +87,20 @@ func (t *fightTracker) admit(key fightKey, hash string, now time.Time) fightVerd
 			v.report, s.reportedAt = true, now
 		}
 	}
-	s.hash, s.at = hash, now
+	s.hash, s.at, s.prev = hash, now, &before
 	return v
+}
+
+// failed takes back the last admitted write of key: it did not happen (an error, a conflict), so
+// a retry of the same content is not an undone write.
+func (t *fightTracker) failed(key fightKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.m[key]; s != nil && s.prev != nil {
+		prev := *s.prev
+		prev.nextAllowed, prev.reportedAt = s.nextAllowed, s.reportedAt // the pacing stays
+		t.m[key] = &prev
+	}
 }
 
 // retryAfter is how long until a throttled write of any side of remote may go (0: none waits).

@@ -63,3 +63,27 @@ func TestWriteFightThrottle(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteFightFailedWritesAreNotUndone: writes that failed (conflicts, server errors) and are
+// retried with the same content never make a fight.
+func TestWriteFightFailedWritesAreNotUndone(t *testing.T) {
+	key := fightKey{remote: types.NamespacedName{Namespace: "a", Name: "b"}, side: sideLocal}
+	ft := newFightTracker()
+	t0 := time.Unix(1000, 0)
+	if v := ft.admit(key, "x", t0); !v.allowed {
+		t.Fatal("first write throttled")
+	}
+	for i := 1; i <= 10; i++ {
+		ft.failed(key) // the previous attempt failed
+		if v := ft.admit(key, "x", t0.Add(time.Duration(i)*250*time.Millisecond)); !v.allowed || v.fighting {
+			t.Fatalf("retry %d of a failed write: allowed %v fighting %v (undone %d)", i, v.allowed, v.fighting, v.undone)
+		}
+	}
+	// Succeeded writes that are undone still make a fight.
+	for i := 11; i <= 14; i++ {
+		ft.admit(key, "x", t0.Add(time.Duration(i)*250*time.Millisecond))
+	}
+	if v := ft.admit(key, "x", t0.Add(4*time.Second)); v.allowed || !v.fighting {
+		t.Fatalf("undone writes after the failures: allowed %v fighting %v", v.allowed, v.fighting)
+	}
+}

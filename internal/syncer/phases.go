@@ -91,6 +91,9 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 	err := r.write(ctx, sideManagement, "upload status", remote, func(ctx context.Context) error {
 		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(shard.FieldManager))
 	})
+	if err != nil {
+		r.fights.failed(fightKey{remote: objectRef(remote), side: sideManagement})
+	}
 	switch {
 	case err == nil:
 		r.count(telemetry.DirectionUp, telemetry.ResultWritten)
@@ -393,6 +396,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		}
 	}
 	if err != nil {
+		r.fights.failed(fightKey{remote: objectRef(remote), side: sideLocal})
 		r.namespaces.Delete(localKey.Namespace) // it may be gone or terminating: read it next time
 		if !apierrors.IsAlreadyExists(err) {
 			r.countFailure(telemetry.DirectionDown, err)

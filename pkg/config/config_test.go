@@ -462,3 +462,19 @@ func TestFieldExists(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateUndefaulted: a configuration built in code that skipped Default gets field errors,
+// not a crash.
+func TestValidateUndefaulted(t *testing.T) {
+	c := &AgentConfig{TypeMeta: TypeMeta(), Region: "us", Management: ManagementConfig{Kubeconfig: "/k", Namespace: "ns"},
+		Resources: []ResourceConfig{{Version: "v1", Kind: "ConfigMap"}}}
+	err := Validate(c)
+	if err == nil {
+		t.Fatal("an undefaulted configuration validated")
+	}
+	for _, f := range []string{"deletionBudget.maxFraction", "deletionBudget.minObjects", "telemetry.tracing.samplingRatio"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error does not name %s: %v", f, err)
+		}
+	}
+}

@@ -193,10 +193,12 @@ func Validate(c *AgentConfig) error {
 	errs = append(errs, validateLeaderElection(field.NewPath(leaderElectionField), &c.LeaderElection)...)
 
 	bp := field.NewPath("deletionBudget")
-	if f := *c.DeletionBudget.MaxFraction; !(f > 0 && f <= 1) {
+	// Validate reads a defaulted configuration; one that skipped Default is told so, field by
+	// field, instead of crashing.
+	if f := ptr.Deref(c.DeletionBudget.MaxFraction, -1); !(f > 0 && f <= 1) {
 		errs = append(errs, field.Invalid(bp.Child("maxFraction"), f, "must be greater than 0 and at most 1"))
 	}
-	if n := *c.DeletionBudget.MinObjects; n < 0 {
+	if n := ptr.Deref(c.DeletionBudget.MinObjects, -1); n < 0 {
 		errs = append(errs, field.Invalid(bp.Child("minObjects"), n, "must not be negative"))
 	}
 	if w := c.DeletionBudget.Window.Duration; w < time.Second {
@@ -387,7 +389,7 @@ func validateTelemetry(p *field.Path, t *TelemetryConfig) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("heartbeatInterval"), hb.String(), "must be between 1s and 10m"))
 	}
 	tp := p.Child("tracing")
-	if r := *t.Tracing.SamplingRatio; r < 0 || r > 1 {
+	if r := ptr.Deref(t.Tracing.SamplingRatio, -1); r < 0 || r > 1 {
 		errs = append(errs, field.Invalid(tp.Child("samplingRatio"), r, "must be between 0 and 1"))
 	}
 	if e := t.Tracing.Endpoint; e != "" {

@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -148,7 +149,7 @@ func Decommission(ctx context.Context, opts Options, local client.Client, d Deco
 	}
 	var targets []*target
 	for _, r := range cfg.Resources {
-		gvk := schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+		gvk := shard.GVK(r)
 		ts, err := dc.targets(ctx, gvk, r.DeletePropagation)
 		if err != nil {
 			return report, err
@@ -209,18 +210,11 @@ type target struct {
 }
 
 func (t *target) result(reason string) ReleasedObject {
-	r := ReleasedObject{Resource: kindName(t.gvk), Remote: keyOf(t.obj), OutOfShard: t.outOfShard, Deleted: t.deleted, Reason: reason}
+	r := ReleasedObject{Resource: shard.KindName(t.gvk), Remote: keyOf(t.obj), OutOfShard: t.outOfShard, Deleted: t.deleted, Reason: reason}
 	if t.copy != nil {
 		r.Local = t.localKey
 	}
 	return r
-}
-
-func kindName(gvk schema.GroupVersionKind) string {
-	if gvk.Group == "" {
-		return gvk.Kind
-	}
-	return gvk.Kind + "." + gvk.Group
 }
 
 func keyOf(o client.Object) types.NamespacedName {
@@ -229,7 +223,7 @@ func keyOf(o client.Object) types.NamespacedName {
 
 func newList(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {
 	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	l.SetGroupVersionKind(shard.ListGVK(gvk))
 	return l
 }
 
@@ -276,7 +270,7 @@ func (dc *decommissioner) targets(ctx context.Context, gvk schema.GroupVersionKi
 			out = append(out, t)
 		}, client.MatchingLabelsSelector{Selector: dc.mapper.Selector()})
 		if err != nil {
-			return nil, fmt.Errorf("listing %s on management: %w", kindName(gvk), err)
+			return nil, fmt.Errorf("listing %s on management: %w", shard.KindName(gvk), err)
 		}
 	}
 	if dc.local == nil {
@@ -291,7 +285,7 @@ func (dc *decommissioner) targets(ctx context.Context, gvk schema.GroupVersionKi
 		}
 	}, client.MatchingLabels{dc.keys.Region: dc.cfg.Region})
 	if err != nil {
-		return nil, fmt.Errorf("listing local %s copies: %w", kindName(gvk), err)
+		return nil, fmt.Errorf("listing local %s copies: %w", shard.KindName(gvk), err)
 	}
 	var left []*target
 	if len(copiesByUID) > 0 {
@@ -303,7 +297,7 @@ func (dc *decommissioner) targets(ctx context.Context, gvk schema.GroupVersionKi
 			left = append(left, &target{gvk: gvk, propagation: propagation, obj: o.DeepCopy(), localKey: keyOf(c), outOfShard: true})
 		})
 		if err != nil {
-			return nil, fmt.Errorf("listing %s on management: %w", kindName(gvk), err)
+			return nil, fmt.Errorf("listing %s on management: %w", shard.KindName(gvk), err)
 		}
 	}
 	for _, t := range left {
@@ -345,7 +339,7 @@ func (dc *decommissioner) otherShardOf(ctx context.Context, t *target) (string, 
 		dc.others = &defs
 	}
 	for _, def := range *dc.others {
-		if !slices.Contains(def.Kinds, kindName(t.gvk)) {
+		if !slices.Contains(def.Kinds, shard.KindName(t.gvk)) {
 			continue
 		}
 		m, err := shard.NewMapper(config.ShardConfig{NamespacePrefix: def.NamespacePrefix, RemoteNamespaceSuffix: def.RemoteNamespaceSuffix,
@@ -379,7 +373,7 @@ func (dc *decommissioner) readCopies(ctx context.Context, ts []*target) error {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return fmt.Errorf("reading local %s %s: %w", kindName(t.gvk), t.localKey, err)
+			return fmt.Errorf("reading local %s %s: %w", shard.KindName(t.gvk), t.localKey, err)
 		}
 		if c.GetLabels()[dc.keys.Region] != dc.cfg.Region {
 			continue // not a copy: never touched
@@ -427,7 +421,7 @@ func (dc *decommissioner) deleteCopies(ctx context.Context, ts []*target) []erro
 	})
 	for _, t := range pending {
 		t.skip = fmt.Sprintf("local copy %s still there after %s; finalizer kept", t.localKey, dc.d.Timeout)
-		errs = append(errs, fmt.Errorf("%s %s: %s", kindName(t.gvk), keyOf(t.obj), t.skip))
+		errs = append(errs, fmt.Errorf("%s %s: %s", shard.KindName(t.gvk), keyOf(t.obj), t.skip))
 	}
 	return errs
 }
@@ -460,7 +454,7 @@ func (dc *decommissioner) deleteCopy(ctx context.Context, t *target) error {
 	if !victim.GetDeletionTimestamp().IsZero() {
 		return nil // already going
 	}
-	dc.log.Info("deleting local "+what, "resource", kindName(t.gvk), "remote", keyOf(t.obj), "local", t.localKey, "dryRun", dc.d.DryRun)
+	dc.log.Info("deleting local "+what, "resource", shard.KindName(t.gvk), "remote", keyOf(t.obj), "local", t.localKey, "dryRun", dc.d.DryRun)
 	if what == "copy" {
 		dc.report.CopiesDeleted++
 	} else {
@@ -472,7 +466,7 @@ func (dc *decommissioner) deleteCopy(ctx context.Context, t *target) error {
 	uid := victim.GetUID()
 	err := dc.local.Delete(ctx, victim, append(opts, client.Preconditions{UID: &uid})...)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting local %s of %s %s: %w", what, kindName(t.gvk), keyOf(t.obj), err)
+		return fmt.Errorf("deleting local %s of %s %s: %w", what, shard.KindName(t.gvk), keyOf(t.obj), err)
 	}
 	return nil
 }
@@ -484,17 +478,21 @@ func (dc *decommissioner) ownsNamespace(ns *corev1.Namespace, t *target) bool {
 		return false
 	}
 	kind, ok := ns.Annotations[dc.keys.OwnerKind]
-	return !ok || kind == kindName(t.gvk)
+	return !ok || kind == shard.KindName(t.gvk)
 }
 
 // aloneInNamespace reports whether no other object of any configured kind carries this region's
 // mark in the copy's namespace.
 func (dc *decommissioner) aloneInNamespace(ctx context.Context, t *target) (bool, error) {
 	for _, r := range dc.cfg.Resources {
-		gvk := schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+		gvk := shard.GVK(r)
 		list := newList(gvk)
-		if err := dc.local.List(ctx, list, client.InNamespace(t.localKey.Namespace), client.MatchingLabels{dc.keys.Region: dc.cfg.Region}); err != nil {
-			return false, fmt.Errorf("listing local %s in %s: %w", kindName(gvk), t.localKey.Namespace, err)
+		err := dc.local.List(ctx, list, client.InNamespace(t.localKey.Namespace), client.MatchingLabels{dc.keys.Region: dc.cfg.Region}, client.Limit(2))
+		switch {
+		case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+			continue // the region does not serve the kind: none of it can be there
+		case err != nil:
+			return false, fmt.Errorf("listing local %s in %s: %w", shard.KindName(gvk), t.localKey.Namespace, err)
 		}
 		for i := range list.Items {
 			if list.Items[i].GetUID() != t.copy.GetUID() {
@@ -508,7 +506,7 @@ func (dc *decommissioner) aloneInNamespace(ctx context.Context, t *target) (bool
 // release removes this region's finalizer from the object with an optimistic-lock merge patch
 // (the list written is the list read, so no other finalizer is lost), re-reading on conflict.
 func (dc *decommissioner) release(ctx context.Context, t *target) error {
-	dc.log.Info("releasing finalizer", "resource", kindName(t.gvk), "remote", keyOf(t.obj), "outOfShard", t.outOfShard, "dryRun", dc.d.DryRun)
+	dc.log.Info("releasing finalizer", "resource", shard.KindName(t.gvk), "remote", keyOf(t.obj), "outOfShard", t.outOfShard, "dryRun", dc.d.DryRun)
 	if dc.d.DryRun {
 		return nil
 	}
@@ -524,11 +522,11 @@ func (dc *decommissioner) release(ctx context.Context, t *target) error {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil
 		case !apierrors.IsConflict(err) || attempt == 4:
-			return fmt.Errorf("releasing the finalizer of %s %s: %w", kindName(t.gvk), keyOf(t.obj), err)
+			return fmt.Errorf("releasing the finalizer of %s %s: %w", shard.KindName(t.gvk), keyOf(t.obj), err)
 		}
 		fresh := newObject(t.gvk)
 		if err := dc.remote.Get(ctx, keyOf(t.obj), fresh); err != nil {
-			return client.IgnoreNotFound(fmt.Errorf("re-reading %s %s: %w", kindName(t.gvk), keyOf(t.obj), err))
+			return client.IgnoreNotFound(fmt.Errorf("re-reading %s %s: %w", shard.KindName(t.gvk), keyOf(t.obj), err))
 		}
 		if fresh.GetUID() != t.obj.GetUID() {
 			return nil // replaced by another object: nothing of ours left

@@ -16,6 +16,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/utils/ptr"
 
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -63,7 +64,7 @@ func NewTracerProvider(ctx context.Context, t config.TracingConfig, id Identity)
 	if err != nil {
 		return nil, nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
-	return newSDKProvider(sdktrace.NewBatchSpanProcessor(exporter), *t.SamplingRatio, id)
+	return newSDKProvider(sdktrace.NewBatchSpanProcessor(exporter), ptr.Deref(t.SamplingRatio, config.DefaultSamplingRatio), id)
 }
 
 // NewTestTracerProvider is NewTracerProvider with a given span processor (tests record spans in
