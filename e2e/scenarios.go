@@ -22,6 +22,7 @@ import (
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -135,6 +136,7 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 			"list namespaces in the region":        local.List(ctx, &corev1.NamespaceList{}),
 			"get another region's token":           mgmt.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: tenantoperator.TokenSecretName + "-" + other}, &corev1.Secret{}),
 			"list secrets on management":           mgmt.List(ctx, &corev1.SecretList{}),
+			"list namespaces on management":        mgmt.List(ctx, &corev1.NamespaceList{}),
 			"get another region's Region":          mgmt.Get(ctx, client.ObjectKey{Name: other}, &regionsyncv1alpha1.Region{}),
 			"delete a Tenant on management":        mgmt.Delete(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "acme-" + r}}),
 			"create a Tenant on management":        mgmt.Create(ctx, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "forged-" + r}, Spec: demov1alpha1.TenantSpec{DisplayName: "x"}}),
@@ -150,6 +152,17 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		}
 		if err := local.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: tenantoperator.TokenSecretName}, &corev1.Secret{}); err != nil {
 			t.Errorf("its configured secret: %v", err)
+		}
+		// Management's identity, pinned at the first sync in the region's record.
+		ids := &corev1.NamespaceList{}
+		if err := mgmt.List(ctx, ids, client.MatchingFields{"metadata.name": "kube-system"}); err != nil || len(ids.Items) != 1 {
+			t.Errorf("management's identity: %v (%d namespaces)", err, len(ids.Items))
+		}
+		record := &corev1.ConfigMap{}
+		if err := local.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: syncer.IdentityRecordName(r)}, record); err != nil {
+			t.Errorf("the management identity record: %v", err)
+		} else if len(ids.Items) == 1 && record.Data["clusterID"] != string(ids.Items[0].UID) {
+			t.Errorf("the identity record says %q, management is %s", record.Data["clusterID"], ids.Items[0].UID)
 		}
 	})
 }

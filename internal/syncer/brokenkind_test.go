@@ -31,7 +31,8 @@ func TestBrokenKindDoesNotStallOthers(t *testing.T) {
 	needFleet(t)
 	user := fmt.Sprintf("regionsync-broken-%d", time.Now().UnixNano())
 	// The region's identity may do what the agent does with Tenants, namespaces, secrets and
-	// events, and nothing with ConfigMaps.
+	// events, and nothing with ConfigMaps but its management identity record (in its own
+	// namespace, granted below).
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
 		Rules: []rbacv1.PolicyRule{
@@ -47,6 +48,25 @@ func TestBrokenKindDoesNotStallOthers(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	}
 	for _, o := range []client.Object{role, binding} {
+		if err := region.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = region.Client.Delete(t.Context(), o) })
+	}
+	recordNS := config.DefaultLeaderNamespace
+	if err := region.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: recordNS}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	recordRole := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: recordNS, Name: user},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}}},
+	}
+	recordBinding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: recordNS, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, o := range []client.Object{recordRole, recordBinding} {
 		if err := region.Client.Create(t.Context(), o); err != nil {
 			t.Fatal(err)
 		}

@@ -336,3 +336,16 @@ func (g *budgetGate) Held(ctx context.Context) int {
 	}
 	return len(g.held)
 }
+
+// reset forgets every judgement made on what the agent saw before (after a management identity
+// episode): holds, grants and settle times. Consumed releases stay consumed.
+func (g *budgetGate) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.c, g.at = census{}, time.Time{}
+	g.latched, g.releaseRead, g.lastEvent = time.Time{}, time.Time{}, time.Time{}
+	clear(g.seen)
+	clear(g.grants)
+	clear(g.held)
+	clear(g.released)
+}

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -53,6 +55,11 @@ func (e *Engine) RunControllers(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	case <-e.sessionReady:
+	}
+	// A refused (or never checked) management identity never opens the gate; the first claim
+	// records the accepted one.
+	if err := e.identity.recordAccepted(ctx, e.remoteConfig.Host); err != nil {
+		return err
 	}
 	release := e.writes.Open()
 	stop := context.AfterFunc(ctx, release) // losing the claim stops writes at once
@@ -109,6 +116,7 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 		Reconciler:              r,
 		MaxConcurrentReconciles: r.Resource.Concurrency,
 		SkipNameValidation:      ptr.To(true), // a regained claim builds the controller again
+		UsePriorityQueue:        ptr.To(true), // live events before the initial list and resyncs (addLow)
 		CacheSyncTimeout:        cacheWaitTimeout,
 		ReconciliationTimeout:   reconcileTimeout,
 		LogConstructor: func(*reconcile.Request) logr.Logger {
@@ -139,7 +147,7 @@ func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, q workqueue.Type
 	}
 	for i := range remote.Items {
 		if e.inShard(&remote.Items[i]) {
-			q.Add(reconcile.Request{NamespacedName: objectRef(&remote.Items[i])})
+			addLow(q, reconcile.Request{NamespacedName: objectRef(&remote.Items[i])})
 		}
 	}
 	local := &unstructured.UnstructuredList{}
@@ -149,7 +157,7 @@ func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, q workqueue.Type
 	}
 	for i := range local.Items {
 		for _, req := range e.remoteRequest(objectRef(&local.Items[i])) {
-			q.Add(req)
+			addLow(q, req)
 		}
 	}
 	return nil
@@ -172,16 +180,33 @@ type kindHandler struct {
 
 var _ toolscache.ResourceEventHandler = kindHandler{}
 
-// OnAdd enqueues the object's requests.
-func (h kindHandler) OnAdd(obj any, _ bool) { h.enqueue(obj) }
+// OnAdd enqueues the object's requests; those of an informer's initial list at low priority.
+func (h kindHandler) OnAdd(obj any, isInInitialList bool) { h.enqueue(isInInitialList, obj) }
 
-// OnUpdate enqueues the requests of both versions (a secret may change owner).
-func (h kindHandler) OnUpdate(oldObj, newObj any) { h.enqueue(oldObj, newObj) }
+// OnUpdate enqueues the requests of both versions (a secret may change owner); a periodic resync
+// (the same resourceVersion again) at low priority, so a live change never waits behind it.
+func (h kindHandler) OnUpdate(oldObj, newObj any) {
+	o, okOld := oldObj.(client.Object)
+	n, okNew := newObj.(client.Object)
+	resync := okOld && okNew && o.GetResourceVersion() == n.GetResourceVersion()
+	h.enqueue(resync, oldObj, newObj)
+}
 
 // OnDelete enqueues the deleted object's requests.
-func (h kindHandler) OnDelete(obj any) { h.enqueue(obj) }
+func (h kindHandler) OnDelete(obj any) { h.enqueue(false, obj) }
 
-func (h kindHandler) enqueue(objs ...any) {
+// addLow adds req below every live event (the initial list, a resync, the full pass of a new
+// claim period): controller-runtime's priority queue hands out higher priorities first, and an
+// item queued low is raised when a live event adds it again.
+func addLow(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request) {
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
+		return
+	}
+	q.Add(req)
+}
+
+func (h kindHandler) enqueue(low bool, objs ...any) {
 	q := h.k.queue.Load()
 	if q == nil {
 		return
@@ -196,7 +221,11 @@ func (h kindHandler) enqueue(objs ...any) {
 		}
 		for _, req := range h.requests(o) {
 			h.k.r.stamp(req)
-			(*q).Add(req)
+			if low {
+				addLow(*q, req)
+			} else {
+				(*q).Add(req)
+			}
 		}
 	}
 }

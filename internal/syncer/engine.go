@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +62,8 @@ type Engine struct {
 	// shard claim is held (RunControllers).
 	writes WriteGate
 	tracer trace.Tracer
+	// identity pins the management cluster's identity (identity.go).
+	identity *identityPin
 }
 
 // ProtectedNamespaces are the local namespaces of cfg's namespace scope: the system namespaces,
@@ -98,6 +104,19 @@ func NewEngine(p Params) (*Engine, error) {
 		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: shard.GVKs(cfg),
 		sessionReady: make(chan struct{}), tracer: p.Tracer,
 		typed: p.Typed, local: local,
+	}
+	mgmt, err := kubernetes.NewForConfig(withTimeout(p.Management, 10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("management client: %w", err)
+	}
+	localEvents := mgr.GetEventRecorder(EventSource)
+	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.LeaderElection.Namespace, Name: IdentityRecordName(cfg.Region)}}
+	e.identity = &identityPin{
+		mgmt: mgmt, local: mgr.GetClient(), reader: mgr.GetAPIReader(), record: client.ObjectKeyFromObject(record),
+		confirmed: cfg.Management.ClusterID,
+		events: func(eventType, reason, note string) {
+			localEvents.Eventf(record, nil, eventType, reason, "VerifyManagement", "%s", note)
+		},
 	}
 	if e.secretCaches, err = addSecretCaches(mgr, cfg); err != nil {
 		return nil, err

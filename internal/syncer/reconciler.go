@@ -456,14 +456,37 @@ func (r *Reconciler) claimPhase(ctx context.Context, s *scope) (bool, error) {
 // the status, the refusal is reported and spec keeps flowing: a region must never be frozen out
 // of fixes by a status it cannot upload.
 func (r *Reconciler) statusUpPhase(ctx context.Context, s *scope) (done bool, err error) {
+	if r.copyOfAnother(ctx, s) {
+		return false, nil
+	}
 	s.remote, s.statusRefused, err = r.statusUp(ctx, s.remote, s.local)
 	return false, err
 }
 
 // secretsUpPhase uploads secrets; a failed upload does not hold back spec.
 func (r *Reconciler) secretsUpPhase(ctx context.Context, s *scope) (bool, error) {
+	if r.copyOfAnother(ctx, s) {
+		return false, nil
+	}
 	s.secretsErr = r.secretsUp(ctx, s.remote, s.local)
 	return false, nil
+}
+
+// copyOfAnother reports whether the copy records another remote object's UID than this one's (the
+// object was deleted and created again, or management was rebuilt): its status and secrets belong
+// to that other object, so they are uploaded only once spec has been synced from this one (which
+// records its UID; the pass's own spec write triggers the next).
+func (r *Reconciler) copyOfAnother(ctx context.Context, s *scope) bool {
+	if s.local == nil {
+		return false
+	}
+	uid, ok := s.local.GetAnnotations()[r.Keys.RemoteUID]
+	if !ok || uid == string(s.remote.GetUID()) {
+		return false
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("the copy belongs to another remote object; status and secrets wait for this one's spec",
+		"recordedUID", uid, "remoteUID", s.remote.GetUID())
+	return true
 }
 
 // specDownPhase writes the copy; the pass ends pending while there is none yet to set

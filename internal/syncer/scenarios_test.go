@@ -22,6 +22,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -352,6 +353,7 @@ func TestStatusRefusalDoesNotBlockSpec(t *testing.T) {
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"list"}}, // management's identity
 		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
@@ -367,7 +369,20 @@ func TestStatusRefusalDoesNotBlockSpec(t *testing.T) {
 	e := newEnv(t, withManagementConfig(management.ImpersonatingConfig(user)))
 	ns := e.remoteNamespace("status-fails")
 	e.tenant(ns, "acme", "Acme")
-	e.waitEvent(e.mgmt, ns, "acme"+e.suffix, syncer.ReasonStatusRefused)
+	// The refusal is reported on the first refused upload, which needs the copy and the tenant
+	// operator's status first: under the whole suite's load that chain can take longer than
+	// the usual 30 s (CI saw it), hence the longer wait.
+	testenv.Eventually(t, "event StatusRefused on acme", 2*time.Minute, func() error {
+		reasons, err := events(e.ctx, e.mgmt, ns, "acme"+e.suffix)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(reasons, syncer.ReasonStatusRefused) {
+			return nil
+		}
+		l, err := e.getLocal(ns, "acme")
+		return fmt.Errorf("events so far: %v; local copy: %v, status %+v", reasons, err, l.Status)
+	})
 	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 4 })
 	e.eventually("spec downloaded although management refuses the status", func() error {
 		l, err := e.getLocal(ns, "acme")
@@ -433,7 +448,20 @@ func TestStatusRefusedByAdmissionPolicy(t *testing.T) {
 		return nil
 	})
 	e.tenant(ns, "acme", "Acme")
-	e.waitEvent(e.mgmt, ns, "acme"+e.suffix, syncer.ReasonStatusRefused)
+	// The refusal is reported on the first refused upload, which needs the copy and the tenant
+	// operator's status first: under the whole suite's load that chain can take longer than
+	// the usual 30 s (CI saw it), hence the longer wait.
+	testenv.Eventually(t, "event StatusRefused on acme", 2*time.Minute, func() error {
+		reasons, err := events(e.ctx, e.mgmt, ns, "acme"+e.suffix)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(reasons, syncer.ReasonStatusRefused) {
+			return nil
+		}
+		l, err := e.getLocal(ns, "acme")
+		return fmt.Errorf("events so far: %v; local copy: %v, status %+v", reasons, err, l.Status)
+	})
 	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
 	e.eventually("spec change arrived although the status is refused", func() error {
 		l, err := e.getLocal(ns, "acme")

@@ -98,12 +98,19 @@ var (
 		Name: "regionsync_management_connected",
 		Help: "1 when the management cluster's API server answers, else 0.",
 	})
+
+	// ManagementIdentityMismatch is 1 while the agent refuses a management cluster whose identity
+	// differs from the recorded or configured one (it writes and deletes nothing meanwhile).
+	ManagementIdentityMismatch = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "regionsync_management_identity_mismatch",
+		Help: "1 while the management cluster's identity (kube-system UID) differs from the recorded or configured one and the agent writes and deletes nothing, else 0.",
+	})
 )
 
 // Collectors are every regionsync metric.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights}
+		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch}
 }
 
 func init() {

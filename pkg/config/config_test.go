@@ -123,6 +123,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		"missing kubeconfig":      {edit: func(m map[string]any) { delete(sub(m, "management"), "kubeconfig") }, want: "management.kubeconfig: Required value"},
 		"bad management ns":       {edit: func(m map[string]any) { sub(m, "management")["namespace"] = "Regionsync" }, want: "management.namespace: Invalid value"},
 		"negative qps":            {edit: func(m map[string]any) { sub(m, "management")["qps"] = -1 }, want: "management.qps: Invalid value"},
+		"bad cluster ID":          {edit: func(m map[string]any) { sub(m, "management")["clusterID"] = "staging" }, want: "management.clusterID: Invalid value"},
 		"suffix upper case":       {edit: func(m map[string]any) { sub(m, "shard")["remoteResourceSuffix"] = "-US" }, want: "shard.remoteResourceSuffix: Invalid value"},
 		"suffix ends with dash":   {edit: func(m map[string]any) { sub(m, "shard")["remoteResourceSuffix"] = "-us-" }, want: "shard.remoteResourceSuffix: Invalid value"},
 		"prefix starts with dash": {edit: func(m map[string]any) { sub(m, "shard")["namespacePrefix"] = "-team" }, want: "shard.namespacePrefix: Invalid value"},

@@ -12,7 +12,13 @@ const (
 	DefaultHeartbeatInterval = 30 * time.Second
 	// DefaultDeletionWindow is the deletion budget's sliding window.
 	DefaultDeletionWindow = 10 * time.Minute
-	// Management client limits: client-go's 5 requests/s would throttle initial syncs.
-	DefaultManagementQPS   = 50
-	DefaultManagementBurst = 100
+	// DefaultManagementQPS is the management client's request rate where management.qps is 0:
+	// negative, no client-side limit (as controller-runtime does for the local cluster). API
+	// Priority and Fairness on management (deploy/kustomize/management/flowcontrol.yaml) queues a
+	// fleet's requests fairly, per region, so that no client-side limiter bounds one region's
+	// initial sync (a 50 requests/s limit capped it at 25 objects/s: docs/performance.md).
+	DefaultManagementQPS = -1
+	// DefaultManagementBurstPerQPS sets management.burst, where it is 0 and management.qps is set,
+	// to this multiple of management.qps.
+	DefaultManagementBurstPerQPS = 2
 )

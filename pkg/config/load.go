@@ -254,8 +254,15 @@ func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
 	if m.Burst < 0 {
 		errs = append(errs, field.Invalid(p.Child("burst"), m.Burst, "must not be negative"))
 	}
+	if m.ClusterID != "" && !clusterIDPattern.MatchString(m.ClusterID) {
+		errs = append(errs, field.Invalid(p.Child("clusterID"), m.ClusterID,
+			"must be the UID of the management cluster's kube-system namespace (kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')"))
+	}
 	return errs
 }
+
+// clusterIDPattern is a Kubernetes UID (an RFC 4122 UUID).
+var clusterIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 func validateShard(p *field.Path, s *ShardConfig) field.ErrorList {
 	var errs field.ErrorList

@@ -86,9 +86,16 @@ type ManagementConfig struct {
 	Kubeconfig string `json:"kubeconfig"`
 	// Namespace holds the shard Leases on management.
 	Namespace string `json:"namespace,omitempty"`
-	// QPS and Burst limit the agent's requests to management (0 = client-go defaults raised to 50/100).
+	// QPS and Burst limit the agent's requests to management client-side. QPS 0 (the default):
+	// no client-side limit; API Priority and Fairness on management queues the fleet's requests.
+	// Burst 0: twice QPS.
 	QPS   float32 `json:"qps,omitempty"`
 	Burst int     `json:"burst,omitempty"`
+	// ClusterID confirms the management cluster's identity (the UID of its kube-system
+	// namespace). Empty: the identity the agent recorded at its first claim is the expected one.
+	// Set it to accept a new management cluster after the agent refused one whose identity
+	// differs from its record (docs/design.md#management-identity-pinning).
+	ClusterID string `json:"clusterID,omitempty"`
 }
 
 // ShardConfig is the shard definition (docs/design.md#shard-and-name-mapping). Empty fields are no constraint.

@@ -78,6 +78,9 @@ func (l *fleetLeader) identity(clusterID string) string {
 func (l *fleetLeader) NeedLeaderElection() bool { return true }
 
 func (l *fleetLeader) claimState() claim.State {
+	if id := l.engine.ManagementIdentity(); id.Checked && !id.Accepted {
+		return claim.State{Reason: syncer.ReasonManagementIdentityMismatch, Message: id.Message}
+	}
 	if c := l.claimer.Load(); c != nil {
 		return c.State()
 	}
@@ -137,5 +140,23 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	}
 	c.WhileHeld = reporter.Run
 	l.claimer.Store(c)
-	return c.Start(ctx)
+	// The shard is claimed only while management's identity is the recorded (or confirmed)
+	// one: a claim period ends the moment a check refuses it (or sees management's history
+	// rewound), and the next starts only once the identity is accepted again and management
+	// has been listed afresh.
+	for {
+		if !l.engine.AwaitManagementIdentity(ctx) {
+			return nil
+		}
+		period, stop := context.WithCancel(ctx)
+		go l.engine.WatchManagementIdentity(period, stop)
+		err := c.Start(period)
+		stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			l.log.Error(err, "claim stopped; starting again")
+		}
+	}
 }

@@ -28,6 +28,9 @@ var (
 	ErrInvalidOptions = errors.New("regionsync: invalid options")
 	// ErrNoManagementSession: the management cluster has not been reached yet.
 	ErrNoManagementSession = errors.New("regionsync: no management session")
+	// ErrManagementIdentity: the management cluster's identity differs from the recorded (or
+	// Management.ClusterID) one; nothing is written or deleted until an operator confirms.
+	ErrManagementIdentity = errors.New("regionsync: management cluster identity refused")
 )
 
 // Options configure a Syncer. The zero value of every field but Region, Management.Config and
@@ -70,6 +73,12 @@ type Management struct {
 	Config *rest.Config
 	// Namespace holds the shard Leases on management (default "regionsync-system").
 	Namespace string
+	// ClusterID confirms the management cluster's identity (the UID of its kube-system
+	// namespace). Empty: the identity recorded at the first claim (in the ConfigMap
+	// "regionsync-management-identity-<region>" of Claim.FleetNamespace) is expected;
+	// management with another identity is refused: nothing is written or deleted, and Readyz
+	// says why, until an operator sets ClusterID or deletes the record.
+	ClusterID string
 }
 
 // Shard selects the management objects of this region. Empty fields are no constraint.
@@ -191,7 +200,7 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Option
 	o := Options{
 		Region:           cfg.Region,
 		AnnotationDomain: cfg.AnnotationDomain,
-		Management:       Management{Config: management, Namespace: cfg.Management.Namespace},
+		Management:       Management{Config: management, Namespace: cfg.Management.Namespace, ClusterID: cfg.Management.ClusterID},
 		Shard: Shard{
 			NamespacePrefix:       cfg.Shard.NamespacePrefix,
 			RemoteResourceSuffix:  cfg.Shard.RemoteResourceSuffix,
@@ -240,7 +249,7 @@ func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[s
 		TypeMeta:         config.TypeMeta(),
 		Region:           o.Region,
 		AnnotationDomain: o.AnnotationDomain,
-		Management:       config.ManagementConfig{Namespace: o.Management.Namespace},
+		Management:       config.ManagementConfig{Namespace: o.Management.Namespace, ClusterID: o.Management.ClusterID},
 		Shard: config.ShardConfig{
 			NamespacePrefix:       o.Shard.NamespacePrefix,
 			RemoteResourceSuffix:  o.Shard.RemoteResourceSuffix,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -104,8 +105,17 @@ func New(mgr manager.Manager, opts Options) (*Syncer, error) {
 // management: an unreachable management cluster is no reason to restart a region's agent.
 func (s *Syncer) Healthz() healthz.Checker { return health.Liveness() }
 
-// Readyz is the syncer's readiness check for the host's /readyz: the local caches have synced.
-func (s *Syncer) Readyz() healthz.Checker { return health.Readiness(s.mgr.GetCache()) }
+// Readyz is the syncer's readiness check for the host's /readyz: the local caches have synced,
+// and management's identity is not refused (the error says what differs and how to confirm).
+func (s *Syncer) Readyz() healthz.Checker {
+	caches := health.Readiness(s.mgr.GetCache())
+	return func(req *http.Request) error {
+		if id := s.engine.ManagementIdentity(); id.Checked && !id.Accepted {
+			return fmt.Errorf("%w: %s", ErrManagementIdentity, id.Message)
+		}
+		return caches(req)
+	}
+}
 
 // Claim returns the shard claim as this replica sees it.
 func (s *Syncer) Claim() ClaimState {
@@ -154,15 +164,17 @@ func LocalCacheOptions(opts Options) cache.Options {
 }
 
 // ManagementConfig loads the management cluster's client config from the kubeconfig file the
-// configuration names, with the configured (or default) client limits.
+// configuration names, with the configured client limits (by default none: API Priority and
+// Fairness on management protects it; see config.DefaultManagementQPS).
 func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Management.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("management.kubeconfig %s: %w", cfg.Management.Kubeconfig, err)
 	}
-	rc.QPS, rc.Burst = config.DefaultManagementQPS, config.DefaultManagementBurst
+	rc.QPS = config.DefaultManagementQPS
 	if cfg.Management.QPS > 0 {
 		rc.QPS = cfg.Management.QPS
+		rc.Burst = int(cfg.Management.QPS * config.DefaultManagementBurstPerQPS)
 	}
 	if cfg.Management.Burst > 0 {
 		rc.Burst = cfg.Management.Burst
