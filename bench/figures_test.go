@@ -370,6 +370,10 @@ func (b *suite) idle() {
 	b.r.note("idle regions: management writes with %d idle regions: %s over %.0f s", len(agents), busy.writesSummary(), busy.seconds)
 	if h, err := liveHeap(b.ctx, agents[0].pprof); err == nil {
 		b.r.note("an idle agent's live heap after GC: %.1f MB; RSS %.0f MB", float64(h)/(1<<20), float64(rss(agents[0].proc.Cmd.Process.Pid))/(1<<20))
+		if b.heapSynced > h && len(b.pairs) > 0 {
+			b.r.note("heap per synced object without the idle agent's heap: (%.1f MB − %.1f MB) ÷ %d = %s",
+				float64(b.heapSynced)/(1<<20), float64(h)/(1<<20), len(b.pairs), kb(float64(b.heapSynced-h)/float64(len(b.pairs))))
+		}
 	}
 	for _, a := range agents {
 		go a.stop(syscall.SIGTERM)
