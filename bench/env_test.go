@@ -45,8 +45,9 @@ type env struct {
 	baseMgmtObjects        []*unstructured.Unstructured // baseRegion's management registration
 	log                    func(string, ...any)
 
-	mu     sync.Mutex
-	agents []*agentProc
+	mu      sync.Mutex
+	agents  []*agentProc
+	localKC string
 }
 
 // agentProc is one agent replica, a process of the agent binary.
@@ -236,9 +237,19 @@ func (e *env) writeAgentConfig(cfg *config.AgentConfig) (string, error) {
 	return p, os.WriteFile(p, data, 0o644)
 }
 
-// localKubeconfig is the agent's kubeconfig in the region (its ServiceAccount).
+// localKubeconfig is the agent's kubeconfig in the region (its ServiceAccount), written once:
+// agents starting read it.
 func (e *env) localKubeconfig() (string, error) {
-	return e.reg.WriteImpersonatingKubeconfig("agent-kubeconfig", testenv.ServiceAccountUser(agentNamespace, agentServiceAccount), saGroups...)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.localKC != "" {
+		return e.localKC, nil
+	}
+	kc, err := e.reg.WriteImpersonatingKubeconfig("agent-kubeconfig", testenv.ServiceAccountUser(agentNamespace, agentServiceAccount), saGroups...)
+	if err == nil {
+		e.localKC = kc
+	}
+	return kc, err
 }
 
 // startAgent starts one replica (POD_NAME name) with pprof on a free local port.

@@ -219,7 +219,7 @@ func (b *suite) failover() {
 		name   string
 		sig    syscall.Signal
 		target time.Duration
-	}{{"graceful handover (SIGTERM)", syscall.SIGTERM, 2 * time.Second}, {"crash (SIGKILL)", syscall.SIGKILL, 17 * time.Second}} {
+	}{{"graceful handover (SIGTERM)", syscall.SIGTERM, 2 * time.Second}, {"crash (SIGKILL)", syscall.SIGKILL, b.e.mainConfig.LeaderElection.LeaseDuration.Duration + 2*time.Second}} {
 		leader, standby := b.leader()
 		if leader == nil || standby == nil {
 			b.errorf("failover %s: leader %v standby %v", c.name, leader != nil, standby != nil)
@@ -339,8 +339,8 @@ func (b *suite) idle() {
 			i++
 			continue
 		}
-		if time.Now().After(deadline) {
-			b.errorf("idle: region idle-%02d has no shard holder after 3 minutes (log %s)", i, agents[i].logPath)
+		if time.Now().After(deadline) || !agents[i].proc.Alive() {
+			b.errorf("idle: region idle-%02d has no shard holder (agent alive: %v; log %s)", i, agents[i].proc.Alive(), agents[i].logPath)
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
