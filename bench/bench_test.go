@@ -293,9 +293,17 @@ func (b *suite) initialSync(n int, last bool) {
 	if err != nil {
 		b.t.Fatalf("seeding: %v", err)
 	}
+	pm0, pl0, err := b.scrapeBoth()
+	if err != nil {
+		b.t.Fatal(err)
+	}
 	plain, err := plainSync(ctx, b.plainMgmt, b.plainLocal, b.tr.keys, e.baseRegion, fmt.Sprintf("tenant-base%d", n), basePairs, b.concurrency)
 	if err != nil {
 		b.t.Fatalf("plain client: %v", err)
+	}
+	pm1, pl1, err := b.scrapeBoth()
+	if err != nil {
+		b.t.Fatal(err)
 	}
 	plainRate := float64(n) / plain.Seconds()
 	fmt.Printf("BENCH plain client: %d objects in %s (%.0f/s)\n", n, plain.Round(time.Millisecond), plainRate)
@@ -339,6 +347,10 @@ func (b *suite) initialSync(n int, last bool) {
 	var first time.Time
 	firstDone := make(chan struct{})
 	marks = append(marks, milestone{at: 1, fn: func() { first = time.Now(); close(firstDone) }})
+	am0, al0, err := b.scrapeBoth()
+	if err != nil {
+		b.t.Fatal(err)
+	}
 	done := b.tr.startCount(region, n, marks...)
 	start := time.Now()
 	var agents []*agentProc
@@ -360,6 +372,23 @@ func (b *suite) initialSync(n int, last bool) {
 		elapsed = time.Since(start)
 		b.errorf("initial sync of %d: only %d synced after %s", n, count, timeout)
 		n = count
+	}
+	time.Sleep(2 * time.Second) // the last writes land
+	am1, al1, err := b.scrapeBoth()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	perCopy := func(m0, m1, l0, l1 scrape) string {
+		dm, dl := diff(m0, m1), diff(l0, l1)
+		mw := dm.count(tenantWrites("")) + dm.count(tenantWrites("status"))
+		lw := dl.count(tenantWrites("")) + dl.count(tenantWrites("status"))
+		ns := dl.count(func(k reqKey) bool { return isWrite(k) && k.Resource == "namespaces" })
+		return fmt.Sprintf("%.2f / %.2f (+%.0f namespaces)", mw/float64(n), lw/float64(n), ns)
+	}
+	b.r.add(fmt.Sprintf("Tenant writes per new copy, initial sync of %d (management / region)", n), perCopy(am0, am1, al0, al1),
+		perCopy(pm0, pm1, pl0, pl1), "-", "minimal: 2 / 1", "")
+	if other := diff(am0, am1); true {
+		b.r.note("initial sync of %d, all management writes: %s", n, other.writesSummary())
 	}
 	select {
 	case <-firstDone:
