@@ -387,9 +387,7 @@ func (b *suite) initialSync(n int, last bool) {
 	}
 	b.r.add(fmt.Sprintf("Tenant writes per new copy, initial sync of %d (management / region)", n), perCopy(am0, am1, al0, al1),
 		perCopy(pm0, pm1, pl0, pl1), "-", "minimal: 2 / 1", "")
-	if other := diff(am0, am1); true {
-		b.r.note("initial sync of %d, all management writes: %s", n, other.writesSummary())
-	}
+	b.r.note("initial sync of %d, all management writes: %s", n, diff(am0, am1).writesSummary())
 	select {
 	case <-firstDone:
 		b.r.note("initial sync of %d: the first object was synced %.1f s after the agents started (start-up, election, cache sync)", n, first.Sub(start).Seconds())
