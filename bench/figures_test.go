@@ -163,6 +163,8 @@ func (b *suite) latency() {
 				fmt.Sprintf("%s / %s / %s; %d late", ms(quantile(p, 0.5)), ms(quantile(p, 0.9)), ms(p99), pLate),
 				ratio+" (p99)", "p99 ≤ 15 ms", verdict(aLate == 0 && len(a) > 0 && a99 <= 15*time.Millisecond))
 		}
+		b.r.note("at %d changes/s the suite's own writes took p50 / p99 %s / %s (baseline run), %s / %s (agent run): the API servers' load", rate,
+			ms(quantile(base.writes, 0.5)), ms(quantile(base.writes, 0.99)), ms(quantile(agent.writes, 0.5)), ms(quantile(agent.writes, 0.99)))
 		if agent.errs+base.errs > 0 {
 			b.r.note("latency at %d/s: %d write errors (agent run), %d (baseline run)", rate, agent.errs, base.errs)
 		}

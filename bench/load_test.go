@@ -390,6 +390,7 @@ func runRelay(ctx context.Context, t *tracker, mgmt, local client.Client, suffix
 // churnResult are the latencies of one churn.
 type churnResult struct {
 	spec, status               []time.Duration
+	writes                     []time.Duration // how long the suite's own writes took (API server load)
 	specSent, statusSent       int
 	specLate, statusLate, errs int
 }
@@ -406,6 +407,7 @@ func churn(ctx context.Context, t *tracker, mgmtAdmin, localAdmin client.Client,
 	}
 	var mu sync.Mutex
 	var all []sent
+	var writes []time.Duration
 	var errs atomic.Int64
 	sem := make(chan struct{}, 256)
 	var wg sync.WaitGroup
@@ -438,12 +440,14 @@ func churn(ctx context.Context, t *tracker, mgmtAdmin, localAdmin client.Client,
 					t.cancel(sideMgmt, target.remote, value)
 				}
 			}
+			took := time.Since(p.t0)
 			if err != nil {
 				errs.Add(1)
 				return
 			}
 			mu.Lock()
 			all = append(all, sent{p, spec})
+			writes = append(writes, took)
 			mu.Unlock()
 		}()
 	}
@@ -469,6 +473,7 @@ func churn(ctx context.Context, t *tracker, mgmtAdmin, localAdmin client.Client,
 		}
 	}
 	r.errs = int(errs.Load())
+	r.writes = writes
 	return r
 }
 
