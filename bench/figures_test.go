@@ -300,19 +300,11 @@ func (b *suite) idle() {
 	for _, a := range b.agents {
 		a.stop(syscall.SIGTERM)
 	}
-	window := b.p.IdleWindow
-	m0, err := b.mgmtM.read(b.ctx)
+	background, err := b.mgmtWindow(b.p.IdleWindow)
 	if err != nil {
 		b.errorf("idle: %v", err)
 		return
 	}
-	time.Sleep(window)
-	m1, err := b.mgmtM.read(b.ctx)
-	if err != nil {
-		b.errorf("idle: %v", err)
-		return
-	}
-	background := diff(m0, m1)
 	var agents []*agentProc
 	for i := range b.p.Idle {
 		name := fmt.Sprintf("idle-%02d", i)
@@ -349,18 +341,11 @@ func (b *suite) idle() {
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(15 * time.Second) // start-up writes (Region status, Lease registration) are over
-	m2, err := b.mgmtM.read(b.ctx)
+	busy, err := b.mgmtWindow(b.p.IdleWindow)
 	if err != nil {
 		b.errorf("idle: %v", err)
 		return
 	}
-	time.Sleep(window)
-	m3, err := b.mgmtM.read(b.ctx)
-	if err != nil {
-		b.errorf("idle: %v", err)
-		return
-	}
-	busy := diff(m2, m3)
 	k := float64(len(agents))
 	per := func(d delta, match func(reqKey) bool) float64 { return d.count(match) / d.seconds }
 	all := func(reqKey) bool { return true }
@@ -386,3 +371,14 @@ func (b *suite) idle() {
 // round2 rounds to the two decimals the table shows (a conflict retry among hundreds of changes is
 // counted, as the API server served it, but does not fail the figure).
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
+
+// mgmtWindow is what management's API server served over the next d.
+func (b *suite) mgmtWindow(d time.Duration) (delta, error) {
+	m0, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		return delta{}, err
+	}
+	time.Sleep(d)
+	m1, err := b.mgmtM.read(b.ctx)
+	return diff(m0, m1), err
+}
