@@ -162,6 +162,8 @@ func TestBench(t *testing.T) {
 	p := loadParams(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The checkout the suite and the agent are built from, read before the build.
+	commit, _ := exec.Command("git", "-C", must(testenv.RepoRoot()), "describe", "--always", "--dirty").Output()
 	dir, err := os.MkdirTemp("", "regionsync-bench-")
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +231,6 @@ func TestBench(t *testing.T) {
 			s.fn()
 		}
 	}
-	commit, _ := exec.Command("git", "-C", must(testenv.RepoRoot()), "describe", "--always", "--dirty").Output()
 	header := fmt.Sprintf("regionsync bench, %s, commit %s, %d CPUs (GOMAXPROCS %d); sizes %v, objects/namespace %d\n",
 		time.Now().UTC().Format(time.RFC3339), strings.TrimSpace(string(commit)), runtime.NumCPU(), runtime.GOMAXPROCS(0), p.Sizes, p.PerNamespace)
 	table := b.r.print(header)
