@@ -44,6 +44,7 @@ func main() {
 	}
 	configPath := flag.String("config", "", "path of the AgentConfig file (required)")
 	checkOnly := flag.Bool("check-config", false, "validate the configuration file and exit")
+	pprofAddr := flag.String("pprof-bind-address", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060; empty = off): profiles and the live heap for make bench")
 	// --kubeconfig (the local cluster) is registered by controller-runtime's config package.
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -64,15 +65,15 @@ func main() {
 		fmt.Printf("config %s is valid: region %s, %d resource kind(s)\n", *configPath, cfg.Region, len(cfg.Resources))
 		return
 	}
-	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
+	if err := run(ctrl.SetupSignalHandler(), cfg, *pprofAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}
 }
 
 // run builds the local manager from the configuration's process concerns, adds regionsync to it
-// and runs it until ctx ends.
-func run(ctx context.Context, cfg *config.AgentConfig) error {
+// and runs it until ctx ends. pprofAddr, when set, serves net/http/pprof.
+func run(ctx context.Context, cfg *config.AgentConfig, pprofAddr string) error {
 	local, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("local cluster: %w", err)
@@ -114,6 +115,7 @@ func run(ctx context.Context, cfg *config.AgentConfig) error {
 		Cache:                         regionsync.LocalCacheOptions(opts), // the agent caches its copies only
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        cfg.Telemetry.HealthAddr,
+		PprofBindAddress:              pprofAddr,
 		LeaderElection:                *le.Enabled,
 		LeaderElectionID:              "regionsync-" + cfg.Region,
 		LeaderElectionNamespace:       le.Namespace,

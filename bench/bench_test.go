@@ -1,0 +1,471 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+// params are the suite's knobs, from BENCH_* environment variables (defaults: a quick run).
+type params struct {
+	Sizes        []int           // BENCH_SIZES: initial-sync sizes; the last is the synced set of every later figure (default 1000)
+	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,idle or "all" (initial sync always runs)
+	Rates        []int           // BENCH_RATES: changes/s of the latency figures (default 20,100)
+	Churn        time.Duration   // BENCH_CHURN: how long each latency churn lasts (default 30s)
+	Grace        time.Duration   // BENCH_GRACE: how long after a churn a change may still arrive (default 10s)
+	Rest         time.Duration   // BENCH_REST: the at-rest window (default 30s)
+	WritesWindow time.Duration   // BENCH_WRITES_WINDOW: each writes-per-change window at 20/s (default 10s)
+	Other        int             // BENCH_OTHER: other regions' objects for the selector figure (default 3× the last size)
+	Idle         int             // BENCH_IDLE_REGIONS: idle regions (default 50)
+	IdleWindow   time.Duration   // BENCH_IDLE_WINDOW: the idle-cost window (default 60s)
+	PerNamespace int             // BENCH_PER_NAMESPACE: objects per namespace (default 100)
+	Out          string          // BENCH_OUT: also append the table to this file
+}
+
+func loadParams(t *testing.T) params {
+	p := params{Sizes: []int{1000}, Rates: []int{20, 100}, Churn: 30 * time.Second, Grace: 10 * time.Second, Rest: 30 * time.Second,
+		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 60 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT")}
+	ints := func(name string, dst *[]int) {
+		if v := os.Getenv(name); v != "" {
+			*dst = nil
+			for _, f := range strings.Split(v, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n <= 0 {
+					t.Fatalf("%s=%q: want positive integers separated by commas", name, v)
+				}
+				*dst = append(*dst, n)
+			}
+		}
+	}
+	dur := func(name string, dst *time.Duration) {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Fatalf("%s=%q: %v", name, v, err)
+			}
+			*dst = d
+		}
+	}
+	one := func(name string, dst *int) {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				t.Fatalf("%s=%q: want a non-negative integer", name, v)
+			}
+			*dst = n
+		}
+	}
+	ints("BENCH_SIZES", &p.Sizes)
+	ints("BENCH_RATES", &p.Rates)
+	dur("BENCH_CHURN", &p.Churn)
+	dur("BENCH_GRACE", &p.Grace)
+	dur("BENCH_REST", &p.Rest)
+	dur("BENCH_WRITES_WINDOW", &p.WritesWindow)
+	dur("BENCH_IDLE_WINDOW", &p.IdleWindow)
+	p.Other = 3 * p.Sizes[len(p.Sizes)-1]
+	one("BENCH_OTHER", &p.Other)
+	one("BENCH_IDLE_REGIONS", &p.Idle)
+	one("BENCH_PER_NAMESPACE", &p.PerNamespace)
+	if p.PerNamespace == 0 {
+		t.Fatal("BENCH_PER_NAMESPACE must be positive")
+	}
+	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "idle"}
+	p.Figures = map[string]bool{}
+	figs := os.Getenv("BENCH_FIGURES")
+	if figs == "" || figs == "all" {
+		figs = strings.Join(all, ",")
+	}
+	for _, f := range strings.Split(figs, ",") {
+		f = strings.TrimSpace(f)
+		if f == "initial" {
+			continue
+		}
+		known := false
+		for _, a := range all {
+			known = known || a == f
+		}
+		if !known {
+			t.Fatalf("BENCH_FIGURES: unknown figure %q (known: initial, %s, all)", f, strings.Join(all, ", "))
+		}
+		p.Figures[f] = true
+	}
+	return p
+}
+
+// row is one line of the table.
+type row struct{ figure, regionsync, baseline, ratio, target, verdict string }
+
+type report struct {
+	rows  []row
+	notes []string
+}
+
+func (r *report) add(figure, rs, base, ratio, target, verdict string) {
+	r.rows = append(r.rows, row{figure, rs, base, ratio, target, verdict})
+	fmt.Printf("BENCH %s: %s (baseline %s, ratio %s, target %s) %s\n", figure, rs, base, ratio, target, verdict)
+}
+
+func (r *report) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+	fmt.Printf("BENCH note: %s\n", r.notes[len(r.notes)-1])
+}
+
+// print renders the table as Markdown (docs/performance.md holds it as printed), then the notes.
+func (r *report) print(header string) string {
+	var b strings.Builder
+	b.WriteString(header + "\n")
+	b.WriteString("| figure | regionsync | baseline (same run) | ratio | target |\n|---|---|---|---|---|\n")
+	for _, x := range r.rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s %s |\n", x.figure, x.regionsync, x.baseline, x.ratio, x.target, x.verdict)
+	}
+	b.WriteString("\n")
+	for _, n := range r.notes {
+		b.WriteString("- " + n + "\n")
+	}
+	return b.String()
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "✓"
+	}
+	return "✗"
+}
+
+// ms formats a latency: milliseconds below a second, seconds above.
+func ms(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
+
+func kb(b float64) string { return fmt.Sprintf("%.2f KB", b/1024) }
+
+// TestBench is the whole suite (make bench). It fails on setup errors, never skips.
+func TestBench(t *testing.T) {
+	p := loadParams(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The checkout the suite and the agent are built from, read before the build.
+	commit, _ := exec.Command("git", "-C", must(testenv.RepoRoot()), "describe", "--always", "--dirty").Output()
+	dir, err := os.MkdirTemp("", "regionsync-bench-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("BENCH logs, kubeconfigs and heap profiles in %s\n", dir)
+	logf := func(format string, args ...any) { fmt.Printf(time.Now().Format("15:04:05 ")+format+"\n", args...) }
+	e, err := setupEnv(ctx, dir, logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.stopAll()
+	mgmtAdmin, err := unlimited(e.mgmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localAdmin, err := unlimited(e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainMgmt, err := client.New(e.regionConfig(e.baseRegion), client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainLocal, err := client.New(e.agentLocalConfig(), client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgmtM, err := newAPIMetrics(e.mgmt.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localM, err := newAPIMetrics(e.reg.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	readyM, readyL := make(chan struct{}), make(chan struct{})
+	go watchTenants(ctx, mgmtAdmin, sideMgmt, tr, readyM)
+	go watchTenants(ctx, localAdmin, sideLocal, tr, readyL)
+	<-readyM
+	<-readyL
+
+	b := &suite{t: t, p: p, e: e, tr: tr, mgmtAdmin: mgmtAdmin, localAdmin: localAdmin, plainMgmt: plainMgmt, plainLocal: plainLocal,
+		mgmtM: mgmtM, localM: localM, r: &report{}, ctx: ctx, dir: dir}
+	b.concurrency = config.DefaultConcurrency
+	if c := e.mainConfig.Resources[0].Concurrency; c > 0 {
+		b.concurrency = c
+	}
+	b.r.note("agent: bin/agent as %d process(es) per region with deploy/regions/%s's configuration (%d workers, management qps/burst %s); plain client: the same identities, no client-side limit, %d workers",
+		e.replicas, e.mainRegion, b.concurrency, qpsText(e.mainConfig), b.concurrency)
+
+	for i, n := range p.Sizes {
+		b.initialSync(n, i == len(p.Sizes)-1)
+	}
+	steps := []struct {
+		name string
+		fn   func()
+	}{
+		{"heap", b.heap}, {"rest", b.atRest}, {"writes", b.writesPerChange}, {"latency", b.latency},
+		{"other", b.otherRegions}, {"failover", b.failover}, {"idle", b.idle},
+	}
+	for _, s := range steps {
+		if p.Figures[s.name] {
+			logf("figure %s", s.name)
+			s.fn()
+		}
+	}
+	header := fmt.Sprintf("regionsync bench, %s, commit %s, %d CPUs (GOMAXPROCS %d); sizes %v, objects/namespace %d\n",
+		time.Now().UTC().Format(time.RFC3339), strings.TrimSpace(string(commit)), runtime.NumCPU(), runtime.GOMAXPROCS(0), p.Sizes, p.PerNamespace)
+	table := b.r.print(header)
+	fmt.Println()
+	fmt.Print(table)
+	if p.Out != "" {
+		f, err := os.OpenFile(p.Out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fmt.Fprintln(f, table)
+	}
+	if b.failed {
+		t.Fail()
+	}
+}
+
+func must(s string, err error) string {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func qpsText(c *config.AgentConfig) string {
+	if c.Management.QPS == 0 && c.Management.Burst == 0 {
+		return fmt.Sprintf("default %d/%d", config.DefaultManagementQPS, config.DefaultManagementBurst)
+	}
+	return fmt.Sprintf("%g/%d", c.Management.QPS, c.Management.Burst)
+}
+
+// suite holds the state shared by the figures.
+type suite struct {
+	t                     *testing.T
+	p                     params
+	e                     *env
+	tr                    *tracker
+	mgmtAdmin, localAdmin client.WithWatch
+	plainMgmt, plainLocal client.Client
+	mgmtM, localM         *apiMetrics
+	r                     *report
+	ctx                   context.Context
+	dir                   string
+	concurrency           int
+	failed                bool
+	pairs, basePairs      []pair
+	agents                []*agentProc // the main region's replicas
+	region                string
+	heapSynced            uint64
+	cfgPath               string
+}
+
+// errorf records a failure of a figure (the table is still printed).
+func (b *suite) errorf(format string, args ...any) {
+	b.failed = true
+	b.r.note("ERROR: "+format, args...)
+}
+
+// initialSync measures the plain client's minimal writes over n fresh objects, then the agent's
+// initial sync of n other fresh objects (started as processes, timed from their start until the
+// last object's generation annotations are on management). The last size's region is the shipped
+// us-east-1 and stays running; smaller sizes run as regions derived from it and are stopped.
+func (b *suite) initialSync(n int, last bool) {
+	ctx, e := b.ctx, b.e
+	basePairs, err := seed(ctx, b.mgmtAdmin, e.baseRegion, fmt.Sprintf("tenant-base%d", n), n, b.p.PerNamespace)
+	if err != nil {
+		b.t.Fatalf("seeding: %v", err)
+	}
+	pm0, pl0, err := b.scrapeBoth()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	plain, err := plainSync(ctx, b.plainMgmt, b.plainLocal, b.tr.keys, e.baseRegion, fmt.Sprintf("tenant-base%d", n), basePairs, b.concurrency)
+	if err != nil {
+		b.t.Fatalf("plain client: %v", err)
+	}
+	pm1, pl1, err := b.scrapeBoth()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	plainRate := float64(n) / plain.Seconds()
+	fmt.Printf("BENCH plain client: %d objects in %s (%.0f/s)\n", n, plain.Round(time.Millisecond), plainRate)
+
+	region, cfg := e.mainRegion, e.mainConfig
+	if !last {
+		region = fmt.Sprintf("size-%d", n)
+		if cfg, err = e.deriveRegion(ctx, region); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	set := fmt.Sprintf("tenant-sync%d", n)
+	pairs, err := seed(ctx, b.mgmtAdmin, region, set, n, b.p.PerNamespace)
+	if err != nil {
+		b.t.Fatalf("seeding: %v", err)
+	}
+	cfgPath, err := e.writeAgentConfig(cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var probes [3]*probe
+	var marks []milestone
+	if last && b.p.Figures["live"] {
+		for i := range probes {
+			marks = append(marks, milestone{at: n * (i + 1) / 4, fn: func() {
+				k, ok := b.tr.randomSynced()
+				if !ok {
+					return
+				}
+				value := fmt.Sprintf("live-%d", i)
+				pr := b.tr.expect(sideLocal, k, value)
+				patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"displayName":"`+value+`"}}`))
+				if err := b.mgmtAdmin.Patch(ctx, tenantRef(k.Namespace, k.Name+"-"+region), patch); err != nil {
+					b.errorf("live change: %v", err)
+					return
+				}
+				probes[i] = pr
+			}})
+		}
+	}
+	var first time.Time
+	firstDone := make(chan struct{})
+	marks = append(marks, milestone{at: 1, fn: func() { first = time.Now(); close(firstDone) }})
+	am0, al0, err := b.scrapeBoth()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	done := b.tr.startCount(region, n, marks...)
+	start := time.Now()
+	var agents []*agentProc
+	for i := range e.replicas {
+		a, err := e.startAgent(fmt.Sprintf("%s-replica-%d", region, i), cfgPath)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		agents = append(agents, a)
+	}
+	timeout := 5*time.Minute + time.Duration(n)*60*time.Millisecond
+	var elapsed time.Duration
+	select {
+	case <-done:
+		_, at := b.tr.progress()
+		elapsed = at.Sub(start)
+	case <-time.After(timeout):
+		count, _ := b.tr.progress()
+		elapsed = time.Since(start)
+		b.errorf("initial sync of %d: only %d synced after %s", n, count, timeout)
+		n = count
+	}
+	time.Sleep(2 * time.Second) // the last writes land
+	am1, al1, err := b.scrapeBoth()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	select {
+	case <-firstDone:
+		b.r.note("initial sync of %d: the first object was synced %.1f s after the agents started (start-up, election, cache sync)", n, first.Sub(start).Seconds())
+	default:
+	}
+	rate := float64(n) / elapsed.Seconds()
+	ratio := rate / plainRate
+	b.r.add(fmt.Sprintf("initial sync, %d objects (objects/s; time)", n), fmt.Sprintf("%.0f/s; %.1f s", rate, elapsed.Seconds()),
+		fmt.Sprintf("%.0f/s; %.1f s", plainRate, plain.Seconds()), fmt.Sprintf("%.2f", ratio), "≥ 0.9", verdict(ratio >= 0.9))
+	live := 0 // the live changes: the suite's management write, the copy's update, the annotations
+	for _, pr := range probes {
+		if pr != nil {
+			live++
+		}
+	}
+	perCopy := func(m0, m1, l0, l1 scrape, live int) ([2]float64, string) {
+		dm, dl := diff(m0, m1), diff(l0, l1)
+		mw := dm.count(tenantWrites("")) + dm.count(tenantWrites("status")) - float64(2*live)
+		lw := dl.count(tenantWrites("")) + dl.count(tenantWrites("status")) - float64(live)
+		ns := dl.count(func(k reqKey) bool { return isWrite(k) && k.Resource == "namespaces" })
+		return [2]float64{mw / float64(n), lw / float64(n)}, fmt.Sprintf("%.2f / %.2f (+%.0f namespaces)", mw/float64(n), lw/float64(n), ns)
+	}
+	agentW, agentText := perCopy(am0, am1, al0, al1, live)
+	plainW, plainText := perCopy(pm0, pm1, pl0, pl1, 0)
+	b.r.add(fmt.Sprintf("Tenant writes per new copy, initial sync of %d (management / region)", n), agentText, plainText, "-",
+		"the plain client's (2 / 1)", verdict(round2(agentW[0]) <= round2(plainW[0]) && round2(agentW[1]) <= round2(plainW[1])))
+	b.r.note("initial sync of %d, all management writes: %s", n, diff(am0, am1).writesSummary())
+	if last && b.p.Figures["live"] {
+		var worst time.Duration
+		var parts []string
+		missing := 0
+		for i, pr := range probes {
+			if pr == nil {
+				parts = append(parts, fmt.Sprintf("%d%%: not made", 25*(i+1)))
+				missing++
+				continue
+			}
+			d, ok := pr.wait(10 * time.Second)
+			if !ok {
+				missing++
+				parts = append(parts, fmt.Sprintf("%d%%: not arrived", 25*(i+1)))
+				continue
+			}
+			worst = max(worst, d)
+			parts = append(parts, fmt.Sprintf("%d%%: %s", 25*(i+1), ms(d)))
+		}
+		b.r.add(fmt.Sprintf("live change during the initial sync of %d (spec, management → copy)", n), fmt.Sprintf("worst %s (%s)", ms(worst), strings.Join(parts, ", ")),
+			"-", "-", "≤ 1 s", verdict(missing == 0 && worst <= time.Second))
+	}
+	if !last {
+		for _, a := range agents {
+			a.stop(syscall.SIGTERM)
+		}
+		return
+	}
+	b.pairs, b.basePairs, b.agents, b.region, b.cfgPath = pairs, basePairs, agents, region, cfgPath
+}
+
+// leader returns the main region's replica that syncs and another running one (nil when none).
+func (b *suite) leader() (*agentProc, *agentProc) {
+	var leader, standby *agentProc
+	deadline := time.Now().Add(30 * time.Second)
+	for leader == nil && time.Now().Before(deadline) {
+		h := b.e.holder(b.ctx, b.region)
+		for _, a := range b.agents {
+			if a.name == h && a.proc.Alive() {
+				leader = a
+			}
+		}
+		if leader == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, a := range b.agents {
+		if a != leader && a.proc.Alive() {
+			standby = a
+		}
+	}
+	return leader, standby
+}
+
+func contextWithCancel(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(ctx)
+}

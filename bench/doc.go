@@ -1,0 +1,11 @@
+// Package bench is regionsync's benchmark suite (make bench, docs/performance.md): real API servers
+// (etcd + kube-apiserver from internal/testenv), the agent binary as processes with the shipped
+// overlays' configuration, and every figure set against a baseline measured in the same run,
+// printed as one table.
+//
+// The suite is a test behind the build tag "bench", so go test ./... never runs it:
+//
+//	KUBEBUILDER_ASSETS=$(scripts/control-plane.sh) go test -tags bench -run TestBench -v -timeout 90m ./bench/
+//
+// Parameters come from BENCH_* environment variables (see params in bench_test.go).
+package bench

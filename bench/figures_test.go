@@ -1,0 +1,384 @@
+//go:build bench
+
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+)
+
+// referenceHeapPerObject is gravitational/sync-controller's live heap per synced object at 10,000
+// Widgets, measured in issue 15 (not re-measured here: sync-controller is not on the module proxy).
+const referenceHeapPerObject = 3.8 * 1024
+
+func tenantRef(namespace, name string) *demov1alpha1.Tenant {
+	return &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+}
+
+// heap: the syncing replica's live heap after GC ÷ synced objects, against the reference.
+func (b *suite) heap() {
+	leader, standby := b.leader()
+	if leader == nil {
+		b.errorf("heap: no replica holds the shard")
+		return
+	}
+	time.Sleep(5 * time.Second) // the last events are processed
+	h, err := liveHeap(b.ctx, leader.pprof)
+	if err != nil {
+		b.errorf("heap: %v", err)
+		return
+	}
+	b.heapSynced = h
+	n := len(b.pairs)
+	per := float64(h) / float64(n)
+	_ = saveHeapProfile(b.ctx, leader.pprof, filepath.Join(b.dir, fmt.Sprintf("heap-leader-%d.pb.gz", n)))
+	extra := fmt.Sprintf("RSS %.0f MB", float64(rss(leader.proc.Cmd.Process.Pid))/(1<<20))
+	if standby != nil {
+		if sh, err := liveHeap(b.ctx, standby.pprof); err == nil {
+			extra += fmt.Sprintf("; warm standby %s/object, RSS %.0f MB", kb(float64(sh)/float64(n)), float64(rss(standby.proc.Cmd.Process.Pid))/(1<<20))
+		}
+	}
+	b.r.add(fmt.Sprintf("live heap per synced object after GC, %d objects (syncing replica)", n), fmt.Sprintf("%s (%.1f MB; %s)", kb(per), float64(h)/(1<<20), extra),
+		"sync-controller "+kb(referenceHeapPerObject)+" (issue 15, not re-measured)", fmt.Sprintf("%.2f", per/referenceHeapPerObject), "≤ 0.5", verdict(per <= 0.5*referenceHeapPerObject))
+}
+
+// atRest: writes on each side while nothing changes.
+func (b *suite) atRest() {
+	m0, l0, err := b.scrapeBoth()
+	if err != nil {
+		b.errorf("at rest: %v", err)
+		return
+	}
+	time.Sleep(b.p.Rest)
+	m1, l1, err := b.scrapeBoth()
+	if err != nil {
+		b.errorf("at rest: %v", err)
+		return
+	}
+	dm, dl := diff(m0, m1), diff(l0, l1)
+	tm, tl := dm.count(tenantWrites("")), dl.count(tenantWrites(""))
+	tm += dm.count(tenantWrites("status"))
+	tl += dl.count(tenantWrites("status"))
+	b.r.add(fmt.Sprintf("writes at rest, %d objects, %s (Tenant writes management / region)", len(b.pairs), b.p.Rest), fmt.Sprintf("%.0f / %.0f", tm, tl),
+		"0", "-", "0", verdict(tm == 0 && tl == 0))
+	b.r.note("all writes at rest over %s: management %.2f/s (%s); region %.2f/s (%s)", b.p.Rest,
+		dm.count(isWrite)/dm.seconds, dm.writesSummary(), dl.count(isWrite)/dl.seconds, dl.writesSummary())
+}
+
+func (b *suite) scrapeBoth() (scrape, scrape, error) {
+	m, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		return m, scrape{}, err
+	}
+	l, err := b.localM.read(b.ctx)
+	return m, l, err
+}
+
+// writesPerChange: spec changes only, then status changes only, at 20/s; the API servers' write
+// counts minus the suite's own writes, per change.
+func (b *suite) writesPerChange() {
+	for _, spec := range []bool{true, false} {
+		m0, l0, err := b.scrapeBoth()
+		if err != nil {
+			b.errorf("writes: %v", err)
+			return
+		}
+		tag := "ws"
+		if !spec {
+			tag = "wt"
+		}
+		res := churn(b.ctx, b.tr, b.mgmtAdmin, b.localAdmin, b.pairs, 20, b.p.WritesWindow, b.p.Grace, spec, !spec, tag)
+		time.Sleep(3 * time.Second)
+		m1, l1, err := b.scrapeBoth()
+		if err != nil {
+			b.errorf("writes: %v", err)
+			return
+		}
+		dm, dl := diff(m0, m1), diff(l0, l1)
+		mMain, mStatus := dm.count(tenantWrites("")), dm.count(tenantWrites("status"))
+		lMain, lStatus := dl.count(tenantWrites("")), dl.count(tenantWrites("status"))
+		if spec {
+			n := float64(res.specSent)
+			mMain -= n // the suite's own spec changes
+			local, mg := lMain/n, (mMain+mStatus)/n
+			b.r.add(fmt.Sprintf("writes per spec change at 20/s (region / management), %d changes", res.specSent),
+				fmt.Sprintf("%.2f / %.2f", local, mg), "1 / 0 (plain relay)", "-", "1 / ≤ 1", verdict(round2(local) == 1 && round2(mg) <= 1))
+			if lStatus > 0 {
+				b.r.note("spec changes caused %.0f Tenant status writes in the region", lStatus)
+			}
+		} else {
+			n := float64(res.statusSent)
+			lStatus -= n // the suite's own status changes
+			mg, local := (mStatus+mMain)/n, (lMain+lStatus)/n
+			b.r.add(fmt.Sprintf("writes per status change at 20/s (management / region), %d changes", res.statusSent),
+				fmt.Sprintf("%.2f / %.2f", mg, local), "1 / 0 (plain relay)", "-", "1 / 0", verdict(round2(mg) == 1 && round2(local) == 0))
+		}
+		if res.specLate+res.statusLate+res.errs > 0 {
+			b.r.note("writes window %s: %d late, %d write errors", tag, res.specLate+res.statusLate, res.errs)
+		}
+		b.r.note("writes during the %s window (%s, own changes included): management %s; region %s", map[bool]string{true: "spec", false: "status"}[spec], b.p.WritesWindow, dm.writesSummary(), dl.writesSummary())
+	}
+}
+
+// latency: spec propagation and status return at each rate, half spec half status, over the
+// synced set: first the plain relay over the baseline's objects, then the agent.
+func (b *suite) latency() {
+	suffix := "-" + b.e.baseRegion
+	for _, rate := range b.p.Rates {
+		tag := fmt.Sprintf("b%d", rate)
+		b.tr.mu.Lock()
+		b.tr.relayPrefix = tag + "-"
+		b.tr.mu.Unlock()
+		b.tr.relayOn.Store(true)
+		relayCtx, stop := contextWithCancel(b.ctx)
+		runRelay(relayCtx, b.tr, b.plainMgmt, b.plainLocal, suffix, b.concurrency)
+		base := churn(b.ctx, b.tr, b.mgmtAdmin, b.localAdmin, b.basePairs, float64(rate), b.p.Churn, b.p.Grace, true, true, tag)
+		b.tr.relayOn.Store(false)
+		stop()
+		agent := churn(b.ctx, b.tr, b.mgmtAdmin, b.localAdmin, b.pairs, float64(rate), b.p.Churn, b.p.Grace, true, true, fmt.Sprintf("a%d", rate))
+		for _, dir := range []string{"spec propagation", "status return"} {
+			a, p := agent.spec, base.spec
+			aLate, aSent, pLate := agent.specLate, agent.specSent, base.specLate
+			if dir == "status return" {
+				a, p = agent.status, base.status
+				aLate, aSent, pLate = agent.statusLate, agent.statusSent, base.statusLate
+			}
+			a99, p99 := quantile(a, 0.99), quantile(p, 0.99)
+			ratio := "-"
+			if p99 > 0 {
+				ratio = fmt.Sprintf("%.2f", float64(a99)/float64(p99))
+			}
+			b.r.add(fmt.Sprintf("%s at %d changes/s over %d objects, p50 / p90 / p99", dir, rate, len(b.pairs)),
+				fmt.Sprintf("%s / %s / %s; %d of %d late", ms(quantile(a, 0.5)), ms(quantile(a, 0.9)), ms(a99), aLate, aSent),
+				fmt.Sprintf("%s / %s / %s; %d late", ms(quantile(p, 0.5)), ms(quantile(p, 0.9)), ms(p99), pLate),
+				ratio+" (p99)", "p99 ≤ 15 ms", verdict(aLate == 0 && len(a) > 0 && a99 <= 15*time.Millisecond))
+		}
+		b.r.note("at %d changes/s the suite's own writes took p50 / p99 %s / %s (baseline run), %s / %s (agent run): the API servers' load", rate,
+			ms(quantile(base.writes, 0.5)), ms(quantile(base.writes, 0.99)), ms(quantile(agent.writes, 0.5)), ms(quantile(agent.writes, 0.99)))
+		if agent.errs+base.errs > 0 {
+			b.r.note("latency at %d/s: %d write errors (agent run), %d (baseline run)", rate, agent.errs, base.errs)
+		}
+	}
+	b.r.note("latency: a change's time from just before the suite's write until a watch of the other cluster sees the value (late: not seen %s after the churn of %s ended); baseline: a plain relay (watch → 1 write, %d workers) over the plain client's objects", b.p.Grace, b.p.Churn, b.concurrency)
+}
+
+// otherRegions: the syncing replica's live heap once management also holds p.Other objects of
+// other regions (filtered out by the shipped labelSelector), against the heap without them.
+func (b *suite) otherRegions() {
+	if b.heapSynced == 0 {
+		leader, _ := b.leader()
+		if leader == nil {
+			b.errorf("other regions: no leader")
+			return
+		}
+		h, err := liveHeap(b.ctx, leader.pprof)
+		if err != nil {
+			b.errorf("other regions: %v", err)
+			return
+		}
+		b.heapSynced = h
+	}
+	start := time.Now()
+	if _, err := seed(b.ctx, b.mgmtAdmin, "ap-southeast-1", "tenant-other", b.p.Other, b.p.PerNamespace); err != nil {
+		b.errorf("other regions: seeding: %v", err)
+		return
+	}
+	fmt.Printf("BENCH %d other-region objects created in %s\n", b.p.Other, time.Since(start).Round(time.Second))
+	time.Sleep(10 * time.Second)
+	leader, _ := b.leader()
+	if leader == nil {
+		b.errorf("other regions: no leader")
+		return
+	}
+	h, err := liveHeap(b.ctx, leader.pprof)
+	if err != nil {
+		b.errorf("other regions: %v", err)
+		return
+	}
+	ratio := float64(h) / float64(b.heapSynced)
+	b.r.add(fmt.Sprintf("live heap with %d other regions' objects on management (selector)", b.p.Other), fmt.Sprintf("%.1f MB", float64(h)/(1<<20)),
+		fmt.Sprintf("%.1f MB without", float64(b.heapSynced)/(1<<20)), fmt.Sprintf("%.2f", ratio), "≤ 1.10", verdict(ratio <= 1.10))
+}
+
+// failover: graceful handover (SIGTERM) and crash (SIGKILL) of the syncing replica, each with a
+// spec change made at the moment of the signal; a replacement replica is started after each (as
+// a Deployment would) and given time to warm up.
+func (b *suite) failover() {
+	if b.e.replicas < 2 {
+		b.r.note("failover: the overlay runs %d replica: no standby to fail over to", b.e.replicas)
+		return
+	}
+	for _, c := range []struct {
+		name   string
+		sig    syscall.Signal
+		target time.Duration
+	}{{"graceful handover (SIGTERM)", syscall.SIGTERM, 2 * time.Second}, {"crash (SIGKILL)", syscall.SIGKILL, b.e.mainConfig.LeaderElection.LeaseDuration.Duration + 2*time.Second}} {
+		leader, standby := b.leader()
+		if leader == nil || standby == nil {
+			b.errorf("failover %s: leader %v standby %v", c.name, leader != nil, standby != nil)
+			return
+		}
+		k, ok := b.tr.randomSynced()
+		if !ok {
+			b.errorf("failover: no synced object")
+			return
+		}
+		value := fmt.Sprintf("failover-%d", c.sig)
+		pr := b.tr.expect(sideLocal, k, value)
+		t0 := pr.t0
+		go leader.stop(c.sig)
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"displayName": value}})
+		if err := b.mgmtAdmin.Patch(b.ctx, tenantRef(k.Namespace, k.Name+"-"+b.region), client.RawPatch(types.MergePatchType, patch)); err != nil {
+			b.errorf("failover: %v", err)
+			return
+		}
+		var takeover time.Duration
+		for time.Since(t0) < 60*time.Second {
+			if h := b.e.holder(b.ctx, b.region); h != "" && h != leader.name {
+				takeover = time.Since(t0)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		arrival, ok := pr.wait(60 * time.Second)
+		after := "-"
+		if ok && takeover > 0 {
+			after = ms(max(arrival-takeover, 0))
+		}
+		b.r.add(fmt.Sprintf("failover at %d objects: %s; takeover / change made at the signal arrives / after takeover", len(b.pairs), c.name),
+			fmt.Sprintf("%s / %s / %s", secs(takeover), secsOK(arrival, ok), after), "-", "-",
+			fmt.Sprintf("takeover ≤ %s, first sync ≤ 1 s", c.target), verdict(ok && takeover > 0 && takeover <= c.target && arrival-takeover <= time.Second))
+		<-leader.proc.Done()
+		repl, err := b.e.startAgent(leader.name+"-next", b.cfgPath)
+		if err != nil {
+			b.errorf("failover: %v", err)
+			return
+		}
+		for i, a := range b.agents {
+			if a == leader {
+				b.agents[i] = repl
+			}
+		}
+		if err := waitPprof(b.ctx, repl, time.Minute); err != nil {
+			b.errorf("failover: %v", err)
+			return
+		}
+		time.Sleep(15 * time.Second) // the replacement's caches fill (warm standby)
+	}
+	b.r.note("failover: takeover is the time from the signal until the shard Lease on management names another replica")
+}
+
+func secs(d time.Duration) string {
+	if d == 0 {
+		return "none in 60 s"
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func secsOK(d time.Duration, ok bool) string {
+	if !ok {
+		return "not in 60 s"
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// idle: management's cost of idle regions. The main region's agents are stopped; management's
+// requests are counted over a window with no agent, then with p.Idle regions, each one agent
+// process with the shipped configuration (its own region name, identity and registration, no
+// objects), all sharing one regional API server.
+func (b *suite) idle() {
+	for _, a := range b.agents {
+		a.stop(syscall.SIGTERM)
+	}
+	background, err := b.mgmtWindow(b.p.IdleWindow)
+	if err != nil {
+		b.errorf("idle: %v", err)
+		return
+	}
+	var agents []*agentProc
+	for i := range b.p.Idle {
+		name := fmt.Sprintf("idle-%02d", i)
+		cfg, err := b.e.deriveRegion(b.ctx, name)
+		if err != nil {
+			b.errorf("idle: %v", err)
+			return
+		}
+		cfgPath, err := b.e.writeAgentConfig(cfg)
+		if err != nil {
+			b.errorf("idle: %v", err)
+			return
+		}
+		a, err := b.e.startAgent(name+"-replica-0", cfgPath)
+		if err != nil {
+			b.errorf("idle: %v", err)
+			return
+		}
+		agents = append(agents, a)
+		if i%10 == 9 {
+			time.Sleep(2 * time.Second) // start in batches
+		}
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for i := 0; i < len(agents); {
+		if b.e.holder(b.ctx, fmt.Sprintf("idle-%02d", i)) != "" {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) || !agents[i].proc.Alive() {
+			b.errorf("idle: region idle-%02d has no shard holder (agent alive: %v; log %s)", i, agents[i].proc.Alive(), agents[i].logPath)
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(15 * time.Second) // start-up writes (Region status, Lease registration) are over
+	busy, err := b.mgmtWindow(b.p.IdleWindow)
+	if err != nil {
+		b.errorf("idle: %v", err)
+		return
+	}
+	k := float64(len(agents))
+	per := func(d delta, match func(reqKey) bool) float64 { return d.count(match) / d.seconds }
+	all := func(reqKey) bool { return true }
+	reqs := (per(busy, all) - per(background, all)) / k
+	writes := (per(busy, isWrite) - per(background, isWrite)) / k
+	cpu := (busy.cpu/busy.seconds - background.cpu/background.seconds) / k
+	b.r.add(fmt.Sprintf("management cost per idle region, %d regions (requests/s; writes/s; API server CPU)", len(agents)),
+		fmt.Sprintf("%.3f; %.3f; %.2f ms/s", reqs, writes, cpu*1000), fmt.Sprintf("no agent: %.2f req/s, %.2f writes/s, %.0f ms/s CPU", per(background, all), per(background, isWrite), background.cpu/background.seconds*1000),
+		"-", "writes ≤ 0.2/s", verdict(writes <= 0.2))
+	b.r.note("idle regions: management writes with %d idle regions: %s over %.0f s", len(agents), busy.writesSummary(), busy.seconds)
+	if h, err := liveHeap(b.ctx, agents[0].pprof); err == nil {
+		b.r.note("an idle agent's live heap after GC: %.1f MB; RSS %.0f MB", float64(h)/(1<<20), float64(rss(agents[0].proc.Cmd.Process.Pid))/(1<<20))
+		if b.heapSynced > h && len(b.pairs) > 0 {
+			b.r.note("heap per synced object without the idle agent's heap: (%.1f MB − %.1f MB) ÷ %d = %s",
+				float64(b.heapSynced)/(1<<20), float64(h)/(1<<20), len(b.pairs), kb(float64(b.heapSynced-h)/float64(len(b.pairs))))
+		}
+	}
+	for _, a := range agents {
+		go a.stop(syscall.SIGTERM)
+	}
+}
+
+// round2 rounds to the two decimals the table shows (a conflict retry among hundreds of changes is
+// counted, as the API server served it, but does not fail the figure).
+func round2(f float64) float64 { return math.Round(f*100) / 100 }
+
+// mgmtWindow is what management's API server served over the next d.
+func (b *suite) mgmtWindow(d time.Duration) (delta, error) {
+	m0, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		return delta{}, err
+	}
+	time.Sleep(d)
+	m1, err := b.mgmtM.read(b.ctx)
+	return diff(m0, m1), err
+}

@@ -1,0 +1,239 @@
+//go:build bench
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// reqKey is one series of apiserver_request_total, summed over code, scope, version, component
+// and dry_run.
+type reqKey struct{ Verb, Group, Resource, Subresource string }
+
+func (k reqKey) String() string {
+	r := k.Resource
+	if k.Group != "" {
+		r += "." + k.Group
+	}
+	if k.Subresource != "" {
+		r += "/" + k.Subresource
+	}
+	return k.Verb + " " + r
+}
+
+// writeVerbs are the verbs of apiserver_request_total that change state.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "DELETECOLLECTION": true, "APPLY": true}
+
+// scrape is one read of an API server's /metrics.
+type scrape struct {
+	at       time.Time
+	requests map[reqKey]float64
+	cpu      float64 // process_cpu_seconds_total of the API server
+}
+
+// apiMetrics reads an API server's /metrics with an admin config.
+type apiMetrics struct{ rest rest.Interface }
+
+func newAPIMetrics(cfg *rest.Config) (*apiMetrics, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &apiMetrics{rest: cs.CoreV1().RESTClient()}, nil
+}
+
+func (m *apiMetrics) read(ctx context.Context) (scrape, error) {
+	data, err := m.rest.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return scrape{}, fmt.Errorf("reading /metrics: %w", err)
+	}
+	s := scrape{at: time.Now(), requests: map[reqKey]float64{}}
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "apiserver_request_total{"):
+			labels, value, ok := parseSample(line)
+			if !ok {
+				continue
+			}
+			k := reqKey{Verb: labels["verb"], Group: labels["group"], Resource: labels["resource"], Subresource: labels["subresource"]}
+			s.requests[k] += value
+		case strings.HasPrefix(line, "process_cpu_seconds_total "):
+			s.cpu, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "process_cpu_seconds_total ")), 64)
+		}
+	}
+	return s, sc.Err()
+}
+
+// parseSample parses `name{a="x",b="y"} 12` (label values without escaped quotes, as these are).
+func parseSample(line string) (map[string]string, float64, bool) {
+	open, end := strings.IndexByte(line, '{'), strings.LastIndexByte(line, '}')
+	if open < 0 || end < open {
+		return nil, 0, false
+	}
+	labels := map[string]string{}
+	for _, kv := range splitLabels(line[open+1 : end]) {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			labels[k] = strings.Trim(v, `"`)
+		}
+	}
+	v, err := strconv.ParseFloat(strings.Fields(line[end+1:])[0], 64)
+	return labels, v, err == nil
+}
+
+func splitLabels(s string) []string {
+	var out []string
+	inQuote, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			inQuote = !inQuote
+		case ',':
+			if !inQuote {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// delta is what happened between two scrapes.
+type delta struct {
+	seconds  float64
+	requests map[reqKey]float64
+	cpu      float64
+}
+
+func diff(a, b scrape) delta {
+	d := delta{seconds: b.at.Sub(a.at).Seconds(), requests: map[reqKey]float64{}, cpu: b.cpu - a.cpu}
+	for k, v := range b.requests {
+		if n := v - a.requests[k]; n > 0 {
+			d.requests[k] = n
+		}
+	}
+	return d
+}
+
+// count sums the requests that match.
+func (d delta) count(match func(reqKey) bool) float64 {
+	var n float64
+	for k, v := range d.requests {
+		if match(k) {
+			n += v
+		}
+	}
+	return n
+}
+
+func isWrite(k reqKey) bool { return writeVerbs[k.Verb] }
+
+// tenantWrites matches writes to Tenants (subresource "" or "status").
+func tenantWrites(sub string) func(reqKey) bool {
+	return func(k reqKey) bool {
+		return isWrite(k) && k.Resource == "tenants" && k.Subresource == sub
+	}
+}
+
+// writesSummary lists the writes of a delta by series, most first ("PUT leases.coordination.k8s.io 12, ...").
+func (d delta) writesSummary() string {
+	type kv struct {
+		k reqKey
+		v float64
+	}
+	var list []kv
+	for k, v := range d.requests {
+		if isWrite(k) {
+			list = append(list, kv{k, v})
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].v > list[j].v })
+	var parts []string
+	for _, e := range list {
+		parts = append(parts, fmt.Sprintf("%s %.0f", e.k, e.v))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// liveHeap forces a GC in the agent (pprof's heap?gc=1) and returns HeapAlloc after it: the live
+// heap.
+func liveHeap(ctx context.Context, pprofAddr string) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no HeapAlloc in the heap profile of %s", pprofAddr)
+}
+
+// rss is a process's resident set size in bytes.
+func rss(pid int) uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseUint(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// saveHeapProfile writes the agent's heap profile (after GC) to path, for go tool pprof.
+func saveHeapProfile(ctx context.Context, pprofAddr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
