@@ -257,8 +257,8 @@ func must(s string, err error) string {
 }
 
 func qpsText(c *config.AgentConfig) string {
-	if c.Management.QPS == 0 && c.Management.Burst == 0 {
-		return fmt.Sprintf("default %d/%d", config.DefaultManagementQPS, config.DefaultManagementBurst)
+	if c.Management.QPS == 0 {
+		return "default: no client-side limit (API Priority and Fairness on management)"
 	}
 	return fmt.Sprintf("%g/%d", c.Management.QPS, c.Management.Burst)
 }

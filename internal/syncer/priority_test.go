@@ -16,8 +16,10 @@ import (
 // TestLiveChangeBeforeInitialSync: with 2,000 objects mid-initial-sync, a live change to one
 // object is reconciled before the queue drains. The initial list (and a claim period's full
 // pass, and resyncs) is queued at low priority; a live event is not.
+//
+// Not parallel: it runs before the parallel tests start, so that its 2,000 objects neither slow
+// them down nor are slowed down by them (the agent stops when it ends, most objects never synced).
 func TestLiveChangeBeforeInitialSync(t *testing.T) {
-	t.Parallel()
 	const n = 2000
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
 		c.Resources[0].Concurrency = 2 // a slow drain: the live change must not wait for it
