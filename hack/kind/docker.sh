@@ -71,18 +71,30 @@ if ! docker image inspect "$PROBE" >/dev/null 2>&1; then
 	rm -rf "$tmp"
 fi
 
+WRAPPER=/usr/local/libexec/regionsync/runc-wrapper
+# An installed wrapper is kept up to date (dockerd execs it afresh for every container).
+if [ -f "$WRAPPER" ] && ! cmp -s "$here/runc-wrapper.sh" "$WRAPPER"; then
+	install -m 0755 "$here/runc-wrapper.sh" "$WRAPPER"
+fi
 if ! docker run --rm --privileged "$PROBE" /bin/true 2>/tmp/regionsync-privileged-probe.err; then
 	log "privileged containers fail here: $(grep -m1 . /tmp/regionsync-privileged-probe.err)"
 	log "registering hack/kind/runc-wrapper.sh as dockerd's default runtime (drops CAP_SYS_RESOURCE)"
-	install -D -m 0755 "$here/runc-wrapper.sh" /usr/local/libexec/regionsync/runc-wrapper
+	install -D -m 0755 "$here/runc-wrapper.sh" "$WRAPPER"
 	mkdir -p /etc/docker
 	cfg=/etc/docker/daemon.json
 	[ -s "$cfg" ] || echo '{}' >"$cfg"
-	jq '.runtimes["regionsync-runc"] = {"path": "/usr/local/libexec/regionsync/runc-wrapper"} | ."default-runtime" = "regionsync-runc"' "$cfg" >"$cfg.new"
+	jq --arg w "$WRAPPER" '.runtimes["regionsync-runc"] = {"path": $w} | ."default-runtime" = "regionsync-runc"' "$cfg" >"$cfg.new"
 	mv "$cfg.new" "$cfg"
 	stop_dockerd
 	start_dockerd
 	docker run --rm --privileged "$PROBE" /bin/true
 	log "privileged containers work with the wrapper"
 fi
-docker exec --help >/dev/null
+# docker exec into a privileged container (kind runs every step of its setup that way).
+cid=$(docker run -d --privileged "$PROBE" sleep 60)
+if ! docker exec "$cid" /bin/true; then
+	docker rm -f "$cid" >/dev/null
+	echo "docker exec into a privileged container fails" >&2
+	exit 1
+fi
+docker rm -f "$cid" >/dev/null

@@ -134,10 +134,12 @@ DOCKER_BUILDKIT=0 docker build -q -t "$NODE_IMAGE.pre" "$ctx" >/dev/null
 cid=$(docker run -d --entrypoint=sleep --security-opt seccomp=unconfined "$NODE_IMAGE.pre" infinity)
 trap 'rm -rf "$ctx"; docker rm -f -v "$cid" >/dev/null 2>&1 || true' EXIT
 docker exec "$cid" bash -c 'nohup containerd >/tmp/containerd.log 2>&1 &'
-docker exec "$cid" bash -c 'for i in $(seq 30); do [ -S /run/containerd/containerd.sock ] && ctr info >/dev/null 2>&1 && exit 0; sleep 1; done; cat /tmp/containerd.log; exit 1'
+docker exec "$cid" bash -c 'for i in $(seq 30); do [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 1; done; cat /tmp/containerd.log; exit 1'
 docker exec -i "$cid" ctr --namespace=k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests - <"$images_tar" >/dev/null
 docker exec "$cid" ctr --namespace=k8s.io images list -q >&2
-docker exec "$cid" bash -c 'pkill containerd; for i in $(seq 20); do pgrep containerd >/dev/null || exit 0; sleep 0.5; done; exit 1'
+# Stop containerd cleanly before the commit (its parent is `sleep`, which never reaps it: wait
+# for the zombie state, not for the pid to vanish).
+docker exec "$cid" bash -c 'pid=$(pgrep -x containerd); kill "$pid"; for i in $(seq 40); do s=$(awk "{print \$3}" /proc/$pid/stat 2>/dev/null || echo Z); [ "$s" = Z ] && exit 0; sleep 0.5; done; exit 1'
 docker exec "$cid" rm -rf /tmp/containerd.log
 docker commit \
 	--change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' \

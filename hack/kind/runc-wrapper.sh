@@ -39,6 +39,6 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 case $cmd in
 create | run) strip "${bundle:-.}/config.json" .process ;;
-exec) [ -n "$process" ] && strip "$process" "." ;;
+exec) [ -n "$process" ] && strip "$process" "" ;;
 esac
 exec "$RUNC" "$@"
