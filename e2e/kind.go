@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,6 +87,11 @@ type KindOptions struct {
 	// CgroupV1: the host runs cgroup v1, which kubelet >= 1.35 refuses unless failCgroupV1 is
 	// false.
 	CgroupV1 bool
+	// NoSysResource: the host's capability bounding set lacks CAP_SYS_RESOURCE (so the nodes'
+	// too, see hack/kind/runc-wrapper.sh). Lowering oom_score_adj needs it, and runc fails every
+	// pod sandbox ("can't get final child's PID from pipe: EOF") unless containerd restricts
+	// oom_score_adj to its own (restrict_oom_score_adj, as for rootless nodes).
+	NoSysResource bool
 }
 
 // KindOptionsFromEnv reads KIND_NODE_IMAGE (an image under regionsync.local/ is hack/kind's
@@ -93,7 +99,24 @@ type KindOptions struct {
 func KindOptionsFromEnv() KindOptions {
 	img := os.Getenv("KIND_NODE_IMAGE")
 	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
-	return KindOptions{NodeImage: img, Offline: strings.HasPrefix(img, "regionsync.local/"), CgroupV1: err != nil}
+	return KindOptions{NodeImage: img, Offline: strings.HasPrefix(img, "regionsync.local/"), CgroupV1: err != nil,
+		NoSysResource: !hostHasCapability(24)} // CAP_SYS_RESOURCE
+}
+
+// hostHasCapability reports whether capability bit is in this process's bounding set (true when
+// it cannot be read).
+func hostHasCapability(bit uint) bool {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err != nil || n&(1<<bit) != 0
+		}
+	}
+	return true
 }
 
 func kindName(region string) string {
@@ -129,6 +152,11 @@ const kubeletCgroupV1Patch = `kind: KubeletConfiguration
 failCgroupV1: false
 `
 
+// containerdRestrictOOMPatch: pods' oom_score_adj no lower than containerd's (NoSysResource).
+const containerdRestrictOOMPatch = `[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+`
+
 func kindCluster(name, region string, opts KindOptions) KindCluster {
 	cfg := &v1alpha4.Cluster{
 		TypeMeta: v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
@@ -140,6 +168,9 @@ func kindCluster(name, region string, opts KindOptions) KindCluster {
 	}
 	if opts.CgroupV1 {
 		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, kubeletCgroupV1Patch)
+	}
+	if opts.NoSysResource {
+		cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches, containerdRestrictOOMPatch)
 	}
 	v1alpha4.SetDefaultsCluster(cfg)
 	return KindCluster{Name: name, Region: region, Config: cfg}

@@ -24,7 +24,7 @@ func TestKindPlan(t *testing.T) {
 		if len(c.Config.Nodes) != 1 || c.Config.Nodes[0].Role != v1alpha4.ControlPlaneRole {
 			t.Errorf("cluster %s nodes %+v", c.Name, c.Config.Nodes)
 		}
-		if c.Config.Networking.DisableDefaultCNI || len(c.Config.KubeadmConfigPatches) != 0 {
+		if c.Config.Networking.DisableDefaultCNI || len(c.Config.KubeadmConfigPatches) != 0 || len(c.Config.ContainerdConfigPatches) != 0 {
 			t.Errorf("cluster %s: kind's defaults changed without options: %+v", c.Name, c.Config)
 		}
 	}
@@ -111,7 +111,7 @@ func TestKindPlan(t *testing.T) {
 // The offline node image (make kind-node-image) and a cgroup v1 host change the cluster configs,
 // never the plan's steps.
 func TestKindPlanOptions(t *testing.T) {
-	opts := KindOptions{NodeImage: "regionsync.local/kind-node:v1.36.3", Offline: true, CgroupV1: true}
+	opts := KindOptions{NodeImage: "regionsync.local/kind-node:v1.36.3", Offline: true, CgroupV1: true, NoSysResource: true}
 	p := PlanKind(Regions[:2], "img", opts)
 	if len(p.Clusters) != 3 {
 		t.Fatalf("%d clusters for management and 2 regions", len(p.Clusters))
@@ -125,6 +125,9 @@ func TestKindPlanOptions(t *testing.T) {
 		}
 		if !slices.Contains(c.Config.KubeadmConfigPatches, kubeletCgroupV1Patch) {
 			t.Errorf("%s: no failCgroupV1 patch on a cgroup v1 host: %v", c.Name, c.Config.KubeadmConfigPatches)
+		}
+		if !slices.Contains(c.Config.ContainerdConfigPatches, containerdRestrictOOMPatch) {
+			t.Errorf("%s: oom_score_adj not restricted without CAP_SYS_RESOURCE: %v", c.Name, c.Config.ContainerdConfigPatches)
 		}
 	}
 	if !slices.EqualFunc(p.Steps, PlanKind(Regions[:2], "img", KindOptions{}).Steps, func(a, b Step) bool { return a == b }) {
