@@ -13,6 +13,7 @@ import (
 // TestKind runs the scenarios on kind clusters (needs Docker): make test-e2e-kind. With
 // KIND_NODE_IMAGE=regionsync.local/... (make kind-node-image) nothing is pulled from a registry.
 // KIND_REGIONS (default 2) is how many of Regions start; the add-a-region scenario adds one more.
+// KIND_KEEP_CLUSTERS=1 keeps the clusters of a failed run for inspection.
 func TestKind(t *testing.T) {
 	start := time.Now()
 	n := 2
@@ -27,7 +28,13 @@ func TestKind(t *testing.T) {
 	t.Logf("kind: node image %q (offline %v), cgroup v1 host %v, %d regions", opts.NodeImage, opts.Offline, opts.CgroupV1, n)
 	f, err := StartKind(context.Background(), PlanKind(Regions[:n], "ghcr.io/regionsync/agent:e2e", opts), deployCopy, t.Logf)
 	if f != nil {
-		t.Cleanup(f.Stop)
+		t.Cleanup(func() {
+			if t.Failed() && os.Getenv("KIND_KEEP_CLUSTERS") != "" {
+				t.Logf("kind: KIND_KEEP_CLUSTERS set, the clusters stay (kind delete clusters --all)")
+				return
+			}
+			f.Stop()
+		})
 	}
 	if err != nil {
 		t.Fatal(err)
