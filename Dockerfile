@@ -1,5 +1,8 @@
 # regionsync agent image: a static binary on a distroless, non-root base.
 #   make docker-build IMG=ghcr.io/regionsync/agent:dev
+# Where golang and distroless cannot be pulled (air-gapped, this project's dev machines),
+# `make agent-image-offline` builds the same binaries on the host into a FROM scratch image
+# (hack/kind/agent-image.sh, hack/kind/Dockerfile.agent).
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -7,6 +10,7 @@ RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY internal/ internal/
+COPY pkg/ pkg/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
     -ldflags "-s -w -X main.Version=${VERSION}" \

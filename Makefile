@@ -7,7 +7,7 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build bench bench-quick bench-tracing docker-build test-e2e test-e2e-kind test test-rules test-unit fuzz demo lint lint-fix generate control-plane clean
+.PHONY: all build bench bench-quick bench-tracing docker-build agent-image-offline kind-node-image test-e2e test-e2e-kind test test-rules test-unit fuzz demo lint lint-fix generate control-plane clean
 
 all: build
 
@@ -24,8 +24,17 @@ E2E_TIMEOUT ?= 20m
 test-e2e: control-plane ## End-to-end scenarios on the local provider (management + 3 regions, agents as processes).
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/
 
-test-e2e-kind: ## The same scenarios on kind clusters (needs Docker).
-	$(GO) test -tags e2e,kind -count=1 -timeout 60m -v -run 'TestKind$$' ./e2e/
+# kind: hack/kind/ builds a node image with no registry (Debian packages + Go module proxy), cached
+# by Kubernetes version, and installs/starts Docker itself (hack/kind/README.md, docs/kind.md).
+# KIND_NODE_IMAGE=kindest/node:<tag> uses a stock image instead (where it can be pulled).
+KUBE_VERSION := $(shell sed -n 's/^KUBE_VERSION=//p' scripts/control-plane.sh)
+KIND_NODE_IMAGE ?= regionsync.local/kind-node:$(KUBE_VERSION)
+kind-node-image: ## Build (first run; later runs reuse it) the offline kind node image into the local Docker.
+	hack/kind/node-image.sh
+
+test-e2e-kind: $(if $(filter regionsync.local/%,$(KIND_NODE_IMAGE)),kind-node-image) ## The same scenarios on kind clusters (management + 2 regions + 1 added; Docker is set up if missing).
+	hack/kind/docker.sh
+	KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) $(GO) test -tags e2e,kind -count=1 -timeout 60m -v -run 'TestKind$$' ./e2e/
 
 MONITORING := deploy/kustomize/components/monitoring
 test-rules: ## promtool: check and unit-test the Prometheus alerting rules (installs promtool if needed).
@@ -69,8 +78,11 @@ demo: control-plane build ## A local management cluster + 2 regions, agents sync
 
 IMG ?= ghcr.io/regionsync/agent:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-docker-build: ## Build the agent image (needs a Docker engine).
+docker-build: ## Build the agent image (needs a Docker engine and the golang/distroless base images).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+agent-image-offline: ## The agent image with no registry: static binaries built here, on scratch, non-root.
+	hack/kind/agent-image.sh $(IMG) $(VERSION)
 
 lint: ## gofmt, golangci-lint (.golangci.yml) and the public API check (pkg/... against the last v* tag).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

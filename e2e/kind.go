@@ -6,10 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/otlpsink"
@@ -66,9 +69,54 @@ type Step struct {
 // KindPlan is everything the kind provider creates, computed without Docker.
 type KindPlan struct {
 	Image    string
+	Options  KindOptions
 	Clusters []KindCluster
 	Secrets  []KubeconfigSecret
 	Steps    []Step
+}
+
+// KindOptions adapt the clusters to the node image and the host. The zero value is kind's
+// defaults (the stock kindest/node image, which needs registries).
+type KindOptions struct {
+	// NodeImage is the kind node image ("" = kind's default for its version).
+	NodeImage string
+	// Offline: the node image is hack/kind's (make kind-node-image): it ships a bridge CNI config
+	// and no kindnetd image, so kind's default CNI is disabled; it has no CoreDNS either, so the
+	// agents reach management by IP address instead of the node container's name.
+	Offline bool
+	// CgroupV1: the host runs cgroup v1, which kubelet >= 1.35 refuses unless failCgroupV1 is
+	// false.
+	CgroupV1 bool
+	// NoSysResource: the host's capability bounding set lacks CAP_SYS_RESOURCE (so the nodes'
+	// too, see hack/kind/runc-wrapper.sh). Lowering oom_score_adj needs it, and runc fails every
+	// pod sandbox ("can't get final child's PID from pipe: EOF") unless containerd restricts
+	// oom_score_adj to its own (restrict_oom_score_adj, as for rootless nodes).
+	NoSysResource bool
+}
+
+// KindOptionsFromEnv reads KIND_NODE_IMAGE (an image under regionsync.local/ is hack/kind's
+// offline image) and the host's cgroup version.
+func KindOptionsFromEnv() KindOptions {
+	img := os.Getenv("KIND_NODE_IMAGE")
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return KindOptions{NodeImage: img, Offline: strings.HasPrefix(img, "regionsync.local/"), CgroupV1: err != nil,
+		NoSysResource: !hostHasCapability(24)} // CAP_SYS_RESOURCE
+}
+
+// hostHasCapability reports whether capability bit is in this process's bounding set (true when
+// it cannot be read).
+func hostHasCapability(bit uint) bool {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err != nil || n&(1<<bit) != 0
+		}
+	}
+	return true
 }
 
 func kindName(region string) string {
@@ -79,12 +127,12 @@ func kindName(region string) string {
 }
 
 // PlanKind plans a management cluster and the regions.
-func PlanKind(regions []string, image string) KindPlan {
-	p := KindPlan{Image: image}
+func PlanKind(regions []string, image string, opts KindOptions) KindPlan {
+	p := KindPlan{Image: image, Options: opts}
 	mgmt := kindName("")
-	p.Clusters = append(p.Clusters, kindCluster(mgmt, ""))
+	p.Clusters = append(p.Clusters, kindCluster(mgmt, "", opts))
 	for _, r := range regions {
-		p.Clusters = append(p.Clusters, kindCluster(kindName(r), r))
+		p.Clusters = append(p.Clusters, kindCluster(kindName(r), r, opts))
 	}
 	for _, c := range p.Clusters {
 		p.Steps = append(p.Steps, Step{Cluster: c.Name, Action: "create-cluster"})
@@ -99,11 +147,30 @@ func PlanKind(regions []string, image string) KindPlan {
 	return p
 }
 
-func kindCluster(name, region string) KindCluster {
+// kubeletCgroupV1Patch lets kubelet >= 1.35 start on a cgroup v1 host.
+const kubeletCgroupV1Patch = `kind: KubeletConfiguration
+failCgroupV1: false
+`
+
+// containerdRestrictOOMPatch: pods' oom_score_adj no lower than containerd's (NoSysResource).
+const containerdRestrictOOMPatch = `[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+`
+
+func kindCluster(name, region string, opts KindOptions) KindCluster {
 	cfg := &v1alpha4.Cluster{
 		TypeMeta: v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
 		Name:     name,
-		Nodes:    []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole}},
+		Nodes:    []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole, Image: opts.NodeImage}},
+	}
+	if opts.Offline {
+		cfg.Networking.DisableDefaultCNI = true
+	}
+	if opts.CgroupV1 {
+		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, kubeletCgroupV1Patch)
+	}
+	if opts.NoSysResource {
+		cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches, containerdRestrictOOMPatch)
 	}
 	v1alpha4.SetDefaultsCluster(cfg)
 	return KindCluster{Name: name, Region: region, Config: cfg}
@@ -117,7 +184,7 @@ func (p *KindPlan) regionSteps(region string) []Step {
 		Region: region, Namespace: agentNamespace, Name: ManagementKubeconfigSecret, Key: "kubeconfig",
 		ServiceAccount: agentNamespace + "/" + regionServiceAccount(region),
 		// kind nodes share the "kind" Docker network; the control plane is reachable by its
-		// container name.
+		// container name (offline: by its IP address, resolved when the Secret is written).
 		Server: "https://" + kindName("") + "-control-plane:6443",
 	})
 	return []Step{
@@ -149,11 +216,14 @@ type KindFleet struct {
 
 // StartKind creates the clusters, builds and loads the image, and deploys every region.
 func StartKind(ctx context.Context, plan KindPlan, deployDir string, log func(string, ...any)) (*KindFleet, error) {
-	f := &KindFleet{Plan: plan, DeployDir: deployDir, Log: log, provider: cluster.NewProvider(cluster.ProviderWithDocker()),
-		clients: map[string]client.Client{}, configs: map[string]*rest.Config{}}
+	f := &KindFleet{Plan: plan, DeployDir: deployDir, Log: log,
+		provider: cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(kindcmd.NewLogger())),
+		clients:  map[string]client.Client{}, configs: map[string]*rest.Config{}}
+	start := time.Now()
 	if err := buildImage(plan.Image); err != nil {
 		return nil, err
 	}
+	log("kind: agent image %s built in %s", plan.Image, time.Since(start).Round(100*time.Millisecond))
 	var err error
 	if f.Traces, err = otlpsink.Start(otlpsink.Options{GRPCAddr: "0.0.0.0:0"}); err != nil {
 		return nil, err
@@ -170,12 +240,18 @@ func StartKind(ctx context.Context, plan KindPlan, deployDir string, log func(st
 	return f, nil
 }
 
+// buildImage builds the agent image. By default it is hack/kind/agent-image.sh's (static
+// binaries on scratch, no registry needed); KIND_AGENT_DOCKERFILE=1 builds the root Dockerfile
+// (golang + distroless, which must be pullable), as make docker-build does.
 func buildImage(image string) error {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("docker", "build", "-t", image, root)
+	cmd := exec.Command(filepath.Join(root, "hack", "kind", "agent-image.sh"), image)
+	if os.Getenv("KIND_AGENT_DOCKERFILE") != "" {
+		cmd = exec.Command("docker", "build", "-t", image, root)
+	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return cmd.Run()
 }
@@ -194,10 +270,12 @@ func (f *KindFleet) step(ctx context.Context, s Step) error {
 	switch s.Action {
 	case "create-cluster":
 		idx := slices.IndexFunc(f.Plan.Clusters, func(c KindCluster) bool { return c.Name == s.Cluster })
+		start := time.Now()
 		if err := f.provider.Create(s.Cluster, cluster.CreateWithV1Alpha4Config(f.Plan.Clusters[idx].Config),
 			cluster.CreateWithWaitForReady(3*time.Minute), cluster.CreateWithDisplayUsage(false)); err != nil {
 			return err
 		}
+		f.Log("kind: cluster %s created in %s", s.Cluster, time.Since(start).Round(100*time.Millisecond))
 		return f.connect(s.Cluster)
 	case "load-image":
 		return f.loadImage(s.Cluster)
@@ -298,8 +376,14 @@ func (f *KindFleet) kubeconfigSecret(ctx context.Context, clusterName string) er
 	if err != nil {
 		return err
 	}
+	server := spec.Server
+	if f.Plan.Options.Offline {
+		if server, err = f.managementIPServer(); err != nil {
+			return err
+		}
+	}
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["management"] = &clientcmdapi.Cluster{Server: spec.Server, CertificateAuthorityData: mgmtCfg.CAData}
+	kc.Clusters["management"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: mgmtCfg.CAData}
 	kc.AuthInfos["region"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
 	kc.Contexts["management"] = &clientcmdapi.Context{Cluster: "management", AuthInfo: "region"}
 	kc.CurrentContext = "management"
@@ -309,6 +393,26 @@ func (f *KindFleet) kubeconfigSecret(ctx context.Context, clusterName string) er
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: spec.Namespace, Name: spec.Name}, Data: map[string][]byte{spec.Key: data}}
 	return client.IgnoreAlreadyExists(f.clients[clusterName].Create(ctx, secret))
+}
+
+// managementIPServer is management's API server at its node's IPv4 address in the kind network
+// (in the API server certificate: kubeadm's advertise address).
+func (f *KindFleet) managementIPServer() (string, error) {
+	nodes, err := f.provider.ListInternalNodes(kindName(""))
+	if err != nil {
+		return "", err
+	}
+	for _, n := range nodes {
+		if role, err := n.Role(); err != nil || role != "control-plane" {
+			continue
+		}
+		ip, _, err := n.IP()
+		if err != nil {
+			return "", err
+		}
+		return "https://" + net.JoinHostPort(ip, "6443"), nil
+	}
+	return "", fmt.Errorf("no control-plane node in %s", kindName(""))
 }
 
 // withImage points the agent Deployment at the image under test.
@@ -366,7 +470,7 @@ func (f *KindFleet) Regions() []string { return append([]string(nil), f.regions.
 // AddRegion implements Fleet.
 func (f *KindFleet) AddRegion(ctx context.Context, name, deployDir string) error {
 	f.DeployDir = deployDir
-	f.Plan.Clusters = append(f.Plan.Clusters, kindCluster(kindName(name), name))
+	f.Plan.Clusters = append(f.Plan.Clusters, kindCluster(kindName(name), name, f.Plan.Options))
 	steps := append([]Step{{Cluster: kindName(name), Action: "create-cluster"}}, f.Plan.regionSteps(name)...)
 	if err := f.run(ctx, steps); err != nil {
 		return err
@@ -442,5 +546,86 @@ func (f *KindFleet) Stop() {
 	}
 	if f.Traces != nil {
 		f.Traces.Stop()
+	}
+}
+
+// WaitAgentsReady waits until every region's Deployments in the agent namespace (the agent
+// overlay's and the tenant operator) have all their replicas Ready, and logs each pod with its
+// ServiceAccount. On timeout it logs the pods' states and the namespace's events.
+func (f *KindFleet) WaitAgentsReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, r := range f.regions {
+		cs, err := kubernetes.NewForConfig(f.configs[kindName(r)])
+		if err != nil {
+			return err
+		}
+		for {
+			deps, err := cs.AppsV1().Deployments(agentNamespace).List(ctx, metav1.ListOptions{})
+			ready := err == nil && len(deps.Items) >= 2
+			if err == nil {
+				for _, d := range deps.Items {
+					want := int32(1)
+					if d.Spec.Replicas != nil {
+						want = *d.Spec.Replicas
+					}
+					if d.Status.ReadyReplicas != want || d.Status.UpdatedReplicas != want {
+						ready = false
+					}
+				}
+			}
+			if ready {
+				break
+			}
+			if time.Now().After(deadline) {
+				f.logPods(ctx, cs, r)
+				return fmt.Errorf("%s: Deployments in %s not Ready after %s", r, agentNamespace, timeout)
+			}
+			time.Sleep(2 * time.Second)
+		}
+		f.logPods(ctx, cs, r)
+	}
+	return nil
+}
+
+func (f *KindFleet) logPods(ctx context.Context, cs kubernetes.Interface, region string) {
+	pods, err := cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.Log("kind: %s: listing pods: %v", region, err)
+		return
+	}
+	allReady := true
+	for _, p := range pods.Items {
+		ready := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		allReady = allReady && ready
+		var states []string
+		for _, c := range p.Status.ContainerStatuses {
+			st := "running"
+			switch {
+			case c.State.Waiting != nil:
+				st = "waiting " + c.State.Waiting.Reason + ": " + c.State.Waiting.Message
+			case c.State.Terminated != nil:
+				st = "terminated " + c.State.Terminated.Reason
+			}
+			states = append(states, fmt.Sprintf("%s %s restarts=%d", c.Name, st, c.RestartCount))
+		}
+		f.Log("kind: %s pod %s/%s serviceAccount=%s node=%s phase=%s ready=%v %s", region, p.Namespace, p.Name,
+			p.Spec.ServiceAccountName, p.Spec.NodeName, p.Status.Phase, ready, strings.Join(states, "; "))
+	}
+	if allReady {
+		return
+	}
+	evs, err := cs.CoreV1().Events(agentNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, e := range evs.Items {
+		if e.Type != corev1.EventTypeNormal {
+			f.Log("kind: %s event %s %s: %s", region, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
 	}
 }

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,7 +14,7 @@ import (
 // The kind provider's plan, checked without Docker: cluster configs, kubeconfig Secrets and the
 // apply order.
 func TestKindPlan(t *testing.T) {
-	p := PlanKind(Regions, "ghcr.io/regionsync/agent:e2e")
+	p := PlanKind(Regions, "ghcr.io/regionsync/agent:e2e", KindOptions{})
 	names := make([]string, 0, len(p.Clusters))
 	for _, c := range p.Clusters {
 		names = append(names, c.Name)
@@ -22,6 +23,9 @@ func TestKindPlan(t *testing.T) {
 		}
 		if len(c.Config.Nodes) != 1 || c.Config.Nodes[0].Role != v1alpha4.ControlPlaneRole {
 			t.Errorf("cluster %s nodes %+v", c.Name, c.Config.Nodes)
+		}
+		if c.Config.Networking.DisableDefaultCNI || len(c.Config.KubeadmConfigPatches) != 0 || len(c.Config.ContainerdConfigPatches) != 0 {
+			t.Errorf("cluster %s: kind's defaults changed without options: %+v", c.Name, c.Config)
 		}
 	}
 	want := []string{"regionsync-management", "regionsync-us-east-1", "regionsync-eu-west-1", "regionsync-ap-southeast-1"}
@@ -101,5 +105,35 @@ func TestKindPlan(t *testing.T) {
 		if img := containers[0].(map[string]any)["image"]; img != p.Image {
 			t.Errorf("agent Deployment image %v, want %s", img, p.Image)
 		}
+	}
+}
+
+// The offline node image (make kind-node-image) and a cgroup v1 host change the cluster configs,
+// never the plan's steps.
+func TestKindPlanOptions(t *testing.T) {
+	opts := KindOptions{NodeImage: "regionsync.local/kind-node:v1.36.3", Offline: true, CgroupV1: true, NoSysResource: true}
+	p := PlanKind(Regions[:2], "img", opts)
+	if len(p.Clusters) != 3 {
+		t.Fatalf("%d clusters for management and 2 regions", len(p.Clusters))
+	}
+	for _, c := range p.Clusters {
+		if c.Config.Nodes[0].Image != opts.NodeImage {
+			t.Errorf("%s node image %q", c.Name, c.Config.Nodes[0].Image)
+		}
+		if !c.Config.Networking.DisableDefaultCNI {
+			t.Errorf("%s: the offline image has no kindnetd, the default CNI must be off", c.Name)
+		}
+		if !slices.Contains(c.Config.KubeadmConfigPatches, kubeletCgroupV1Patch) {
+			t.Errorf("%s: no failCgroupV1 patch on a cgroup v1 host: %v", c.Name, c.Config.KubeadmConfigPatches)
+		}
+		if !slices.Contains(c.Config.ContainerdConfigPatches, containerdRestrictOOMPatch) {
+			t.Errorf("%s: oom_score_adj not restricted without CAP_SYS_RESOURCE: %v", c.Name, c.Config.ContainerdConfigPatches)
+		}
+	}
+	if !slices.EqualFunc(p.Steps, PlanKind(Regions[:2], "img", KindOptions{}).Steps, func(a, b Step) bool { return a == b }) {
+		t.Error("options changed the steps")
+	}
+	if got := KindOptionsFromEnv(); got.Offline != strings.HasPrefix(got.NodeImage, "regionsync.local/") {
+		t.Errorf("KindOptionsFromEnv %+v", got)
 	}
 }
