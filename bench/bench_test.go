@@ -360,7 +360,7 @@ func (b *suite) initialSync(n int, last bool) {
 	}
 	done := b.tr.startCount(region, n, marks...)
 	start := time.Now()
-	var agents []*agentProc
+	agents := make([]*agentProc, 0, e.replicas)
 	for i := range e.replicas {
 		a, err := e.startAgent(fmt.Sprintf("%s-replica-%d", region, i), cfgPath)
 		if err != nil {

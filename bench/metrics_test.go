@@ -166,7 +166,7 @@ func (d delta) writesSummary() string {
 		}
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].v > list[j].v })
-	var parts []string
+	parts := make([]string, 0, len(list))
 	for _, e := range list {
 		parts = append(parts, fmt.Sprintf("%s %.0f", e.k, e.v))
 	}
