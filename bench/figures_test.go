@@ -145,7 +145,19 @@ func (b *suite) latency() {
 		base := churn(b.ctx, b.tr, b.mgmtAdmin, b.localAdmin, b.basePairs, float64(rate), b.p.Churn, b.p.Grace, true, true, tag)
 		b.tr.relayOn.Store(false)
 		stop()
+		// The syncing replica's CPU profile over the agent's churn, for go tool pprof.
+		profiled := make(chan struct{})
+		go func() {
+			defer close(profiled)
+			if leader, _ := b.leader(); leader != nil {
+				path := filepath.Join(b.dir, fmt.Sprintf("cpu-leader-%dps.pb.gz", rate))
+				if err := saveProfile(b.ctx, leader.pprof, fmt.Sprintf("profile?seconds=%d", int(b.p.Churn.Seconds())), path); err != nil {
+					b.r.note("latency at %d/s: no CPU profile: %v", rate, err)
+				}
+			}
+		}()
 		agent := churn(b.ctx, b.tr, b.mgmtAdmin, b.localAdmin, b.pairs, float64(rate), b.p.Churn, b.p.Grace, true, true, fmt.Sprintf("a%d", rate))
+		<-profiled
 		for _, dir := range []string{"spec propagation", "status return"} {
 			a, p := agent.spec, base.spec
 			aLate, aSent, pLate := agent.specLate, agent.specSent, base.specLate

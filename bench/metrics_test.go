@@ -220,7 +220,13 @@ func rss(pid int) uint64 {
 
 // saveHeapProfile writes the agent's heap profile (after GC) to path, for go tool pprof.
 func saveHeapProfile(ctx context.Context, pprofAddr, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", nil)
+	return saveProfile(ctx, pprofAddr, "heap?gc=1", path)
+}
+
+// saveProfile writes the agent's pprof profile (the path under /debug/pprof/, with its query) to
+// path; a CPU profile (profile?seconds=N) returns after N seconds.
+func saveProfile(ctx context.Context, pprofAddr, profile, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+"/debug/pprof/"+profile, nil)
 	if err != nil {
 		return err
 	}

@@ -450,7 +450,8 @@ func tenantOperatorObjects(image, region string) []*unstructured.Unstructured {
 			"spec": map[string]any{"replicas": int64(1), "selector": map[string]any{"matchLabels": labels},
 				"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{
 					"serviceAccountName": "tenant-operator",
-					"securityContext":    map[string]any{"runAsNonRoot": true},
+					// The agent namespace enforces the restricted Pod Security Standard.
+					"securityContext": map[string]any{"runAsNonRoot": true, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
 					"containers": []any{map[string]any{"name": "operator", "image": image, "imagePullPolicy": "IfNotPresent",
 						"command": []any{"/tenant-operator"}, "args": []any{"--region=" + region},
 						"securityContext": map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": map[string]any{"drop": []any{"ALL"}}}}},
@@ -577,17 +578,26 @@ func (f *KindFleet) WaitAgentsReady(ctx context.Context, timeout time.Duration) 
 				break
 			}
 			if time.Now().After(deadline) {
-				f.logPods(ctx, cs, r)
+				if err == nil {
+					for _, d := range deps.Items {
+						for _, c := range d.Status.Conditions {
+							f.Log("kind: %s deployment %s %s=%s %s: %s", r, d.Name, c.Type, c.Status, c.Reason, c.Message)
+						}
+					}
+				}
+				f.logPods(ctx, cs, r, true)
 				return fmt.Errorf("%s: Deployments in %s not Ready after %s", r, agentNamespace, timeout)
 			}
 			time.Sleep(2 * time.Second)
 		}
-		f.logPods(ctx, cs, r)
+		f.logPods(ctx, cs, r, false)
 	}
 	return nil
 }
 
-func (f *KindFleet) logPods(ctx context.Context, cs kubernetes.Interface, region string) {
+// logPods logs each agent-namespace pod's state; with events (or when a pod is not Ready) also
+// the namespace's Warning events, which is where a ReplicaSet's refused pods show.
+func (f *KindFleet) logPods(ctx context.Context, cs kubernetes.Interface, region string, events bool) {
 	pods, err := cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		f.Log("kind: %s: listing pods: %v", region, err)
@@ -616,7 +626,7 @@ func (f *KindFleet) logPods(ctx context.Context, cs kubernetes.Interface, region
 		f.Log("kind: %s pod %s/%s serviceAccount=%s node=%s phase=%s ready=%v %s", region, p.Namespace, p.Name,
 			p.Spec.ServiceAccountName, p.Spec.NodeName, p.Status.Phase, ready, strings.Join(states, "; "))
 	}
-	if allReady {
+	if allReady && !events {
 		return
 	}
 	evs, err := cs.CoreV1().Events(agentNamespace).List(ctx, metav1.ListOptions{})

@@ -8,6 +8,10 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // TestKind runs the scenarios on kind clusters (needs Docker): make test-e2e-kind. With
@@ -15,6 +19,8 @@ import (
 // KIND_REGIONS (default 2) is how many of Regions start; the add-a-region scenario adds one more.
 // KIND_KEEP_CLUSTERS=1 keeps the clusters of a failed run for inspection.
 func TestKind(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 	start := time.Now()
 	n := 2
 	if v, err := strconv.Atoi(os.Getenv("KIND_REGIONS")); err == nil && v >= 2 && v <= len(Regions) {

@@ -211,14 +211,16 @@ func (e *fleetEnv) create(c client.Client, o client.Object) {
 	}
 }
 
-// agentConfig is a region's configuration with short leader-election durations.
+// agentConfig is a region's configuration with short leader-election and claim durations.
 func agentConfig(region, suffix, managementKubeconfig string) *config.AgentConfig {
 	cfg := testenv.TenantAgentConfig(region, suffix, managementKubeconfig)
-	cfg.LeaderElection = config.LeaderElectionConfig{
+	short := config.LeaseTimings{
 		LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
 		RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
 		RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
 	}
+	cfg.LeaderElection = config.LeaderElectionConfig{LeaseDuration: short.LeaseDuration, RenewDeadline: short.RenewDeadline, RetryPeriod: short.RetryPeriod}
+	cfg.Management.Claim = short
 	cfg.Telemetry = config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: time.Second}}
 	return cfg
 }
@@ -277,6 +279,9 @@ func TestLeaderFailover(t *testing.T) {
 	e := newFleet(t, "us-east-1")
 	local := e.fleet.Cluster("us-east-1")
 	cfg := agentConfig("us-east-1", "-us-east-1", e.management.Kubeconfig)
+	// The claim on management keeps its shipped timings (renewed every 10 s, 60 s lease): a new
+	// local leader of the fleet takes it over at once, whatever they are.
+	cfg.Management.Claim = config.LeaseTimings{}
 	e.create(e.management.Client, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "us-east-1"}})
 	procs := []*proc{startAgent(t, "replica-a", local, cfg), startAgent(t, "replica-b", local, cfg)}
 	e.tenant("acme", "t0-us-east-1")

@@ -31,7 +31,15 @@ start_dockerd() {
 		systemctl start docker
 	else
 		log "starting dockerd (log: $DOCKER_LOG)"
-		nohup dockerd >>"$DOCKER_LOG" 2>&1 &
+		# dockerd outlives this script: it must not inherit its descriptors (a caller's
+		# `flock` lock file would stay locked for as long as dockerd runs).
+		(
+			for fd in /proc/self/fd/*; do
+				n=${fd##*/}
+				[ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-" 2>/dev/null
+			done
+			exec setsid dockerd >>"$DOCKER_LOG" 2>&1 </dev/null
+		) &
 	fi
 	for _ in $(seq 60); do
 		docker info >/dev/null 2>&1 && return 0

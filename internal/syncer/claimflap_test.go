@@ -42,9 +42,9 @@ func settledGoroutines() int {
 // Not parallel: it counts the goroutines and informer handlers of the whole test process.
 func TestClaimFlapsDoNotLeak(t *testing.T) {
 	e := newEnv(t, withProxy(false), withConfig(func(c *config.AgentConfig) {
-		c.LeaderElection.LeaseDuration = metav1.Duration{Duration: 2 * time.Second}
-		c.LeaderElection.RenewDeadline = metav1.Duration{Duration: time.Second}
-		c.LeaderElection.RetryPeriod = metav1.Duration{Duration: 200 * time.Millisecond}
+		c.Management.Claim.LeaseDuration = metav1.Duration{Duration: 2 * time.Second}
+		c.Management.Claim.RenewDeadline = metav1.Duration{Duration: time.Second}
+		c.Management.Claim.RetryPeriod = metav1.Duration{Duration: 200 * time.Millisecond}
 	}))
 	ns := e.remoteNamespace("flaps")
 	e.tenant(ns, "acme", "Acme")

@@ -51,6 +51,9 @@ func TestValidFileAndDefaults(t *testing.T) {
 		"leaderElection.leaseDur":     cfg.LeaderElection.LeaseDuration.Duration == 15*time.Second,
 		"leaderElection.renew":        cfg.LeaderElection.RenewDeadline.Duration == 10*time.Second,
 		"leaderElection.retry":        cfg.LeaderElection.RetryPeriod.Duration == 2*time.Second,
+		"management.claim.lease":      cfg.Management.Claim.LeaseDuration.Duration == time.Minute,
+		"management.claim.renew":      cfg.Management.Claim.RenewDeadline.Duration == 40*time.Second,
+		"management.claim.retry":      cfg.Management.Claim.RetryPeriod.Duration == 10*time.Second,
 		"deletionBudget.maxFraction":  *cfg.DeletionBudget.MaxFraction == 0.5,
 		"deletionBudget.minObjects":   *cfg.DeletionBudget.MinObjects == DefaultDeletionMinObjects,
 		"deletionBudget.window":       cfg.DeletionBudget.Window.Duration == 10*time.Minute,
@@ -154,15 +157,24 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		"duplicate resource": {edit: func(m map[string]any) {
 			res(m, 1)["kind"] = "Tenant"
 		}, want: "resources[1]: Duplicate value"},
-		"bad strategy":       {edit: func(m map[string]any) { res(m, 0)["strategy"] = "Merge" }, want: `resources[0].strategy: Unsupported value: "Merge"`},
-		"bad adoption":       {edit: func(m map[string]any) { res(m, 0)["adoption"] = "Steal" }, want: "resources[0].adoption: Unsupported value"},
-		"bad propagation":    {edit: func(m map[string]any) { res(m, 0)["deletePropagation"] = "Now" }, want: "resources[0].deletePropagation: Unsupported value"},
-		"concurrency zero":   {edit: func(m map[string]any) { res(m, 0)["concurrency"] = -1 }, want: "resources[0].concurrency: Invalid value"},
-		"bad secret name":    {edit: func(m map[string]any) { res(m, 0)["secrets"] = []any{"Token!"} }, want: "resources[0].secrets[0]: Invalid value"},
-		"duplicate secret":   {edit: func(m map[string]any) { res(m, 0)["secrets"] = []any{"a", "a"} }, want: "resources[0].secrets[1]: Duplicate value"},
-		"lease <= renew":     {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "5s" }, want: "leaderElection.leaseDuration: Invalid value"},
-		"renew <= retry":     {edit: func(m map[string]any) { sub(m, "leaderElection")["retryPeriod"] = "9s" }, want: "leaderElection.renewDeadline: Invalid value"},
-		"bad duration":       {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "soon" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"bad strategy":     {edit: func(m map[string]any) { res(m, 0)["strategy"] = "Merge" }, want: `resources[0].strategy: Unsupported value: "Merge"`},
+		"bad adoption":     {edit: func(m map[string]any) { res(m, 0)["adoption"] = "Steal" }, want: "resources[0].adoption: Unsupported value"},
+		"bad propagation":  {edit: func(m map[string]any) { res(m, 0)["deletePropagation"] = "Now" }, want: "resources[0].deletePropagation: Unsupported value"},
+		"concurrency zero": {edit: func(m map[string]any) { res(m, 0)["concurrency"] = -1 }, want: "resources[0].concurrency: Invalid value"},
+		"bad secret name":  {edit: func(m map[string]any) { res(m, 0)["secrets"] = []any{"Token!"} }, want: "resources[0].secrets[0]: Invalid value"},
+		"duplicate secret": {edit: func(m map[string]any) { res(m, 0)["secrets"] = []any{"a", "a"} }, want: "resources[0].secrets[1]: Duplicate value"},
+		"lease <= renew":   {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "5s" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"renew <= retry":   {edit: func(m map[string]any) { sub(m, "leaderElection")["retryPeriod"] = "9s" }, want: "leaderElection.renewDeadline: Invalid value"},
+		"bad duration":     {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "soon" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"claim lease <= renew": {edit: func(m map[string]any) {
+			sub(m, "management")["claim"] = map[string]any{"leaseDuration": "30s"}
+		}, want: "management.claim.leaseDuration: Invalid value"},
+		"claim renew <= retry": {edit: func(m map[string]any) {
+			sub(m, "management")["claim"] = map[string]any{"retryPeriod": "35s"}
+		}, want: "management.claim.renewDeadline: Invalid value"},
+		"claim bad duration": {edit: func(m map[string]any) {
+			sub(m, "management")["claim"] = map[string]any{"retryPeriod": "often"}
+		}, want: "management.claim.retryPeriod: Invalid value"},
 		"fraction zero":      {edit: func(m map[string]any) { sub(m, "deletionBudget")["maxFraction"] = 0 }, want: "deletionBudget.maxFraction: Invalid value"},
 		"fraction above 1":   {edit: func(m map[string]any) { sub(m, "deletionBudget")["maxFraction"] = 1.5 }, want: "deletionBudget.maxFraction: Invalid value"},
 		"negative minimum":   {edit: func(m map[string]any) { sub(m, "deletionBudget")["minObjects"] = -3 }, want: "deletionBudget.minObjects: Invalid value"},

@@ -5,11 +5,18 @@ import "time"
 // Defaults of the durations and client limits (Default fills the durations; the management
 // client limits apply where management.qps and management.burst are 0).
 const (
-	DefaultLeaseDuration     = 15 * time.Second
-	DefaultRenewDeadline     = 10 * time.Second
-	DefaultRetryPeriod       = 2 * time.Second
-	DefaultResyncPeriod      = 10 * time.Minute
-	DefaultHeartbeatInterval = 30 * time.Second
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+	// DefaultClaimLeaseDuration, DefaultClaimRenewDeadline and DefaultClaimRetryPeriod time the
+	// shard claim on management (management.claim): renewed every 10 s, 0.1 management writes/s
+	// per idle region (the fleet target is <= 0.2, docs/performance.md). A failover within a fleet
+	// does not wait for them: the new local leader has the claim's identity.
+	DefaultClaimLeaseDuration = 60 * time.Second
+	DefaultClaimRenewDeadline = 40 * time.Second
+	DefaultClaimRetryPeriod   = 10 * time.Second
+	DefaultResyncPeriod       = 10 * time.Minute
+	DefaultHeartbeatInterval  = 30 * time.Second
 	// DefaultDeletionWindow is the deletion budget's sliding window.
 	DefaultDeletionWindow = 10 * time.Minute
 	// DefaultManagementQPS is the management client's request rate where management.qps is 0:

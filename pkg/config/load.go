@@ -72,6 +72,9 @@ var durationFields = [][]string{
 	{leaderElectionField, "renewDeadline"},
 	{leaderElectionField, "retryPeriod"},
 	{"deletionBudget", "window"},
+	{"management", "claim", "leaseDuration"},
+	{"management", "claim", "renewDeadline"},
+	{"management", "claim", "retryPeriod"},
 }
 
 func durationFieldError(js []byte) error {
@@ -137,6 +140,10 @@ func Default(c *AgentConfig) {
 	defaultDuration(&le.LeaseDuration, DefaultLeaseDuration)
 	defaultDuration(&le.RenewDeadline, DefaultRenewDeadline)
 	defaultDuration(&le.RetryPeriod, DefaultRetryPeriod)
+	cl := &c.Management.Claim
+	defaultDuration(&cl.LeaseDuration, DefaultClaimLeaseDuration)
+	defaultDuration(&cl.RenewDeadline, DefaultClaimRenewDeadline)
+	defaultDuration(&cl.RetryPeriod, DefaultClaimRetryPeriod)
 	if c.DeletionBudget.MaxFraction == nil {
 		c.DeletionBudget.MaxFraction = ptr.To(DefaultDeletionMaxFraction)
 	}
@@ -258,7 +265,7 @@ func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("clusterID"), m.ClusterID,
 			"must be the UID of the management cluster's kube-system namespace (kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')"))
 	}
-	return errs
+	return append(errs, validateLeaseTimings(p.Child("claim"), m.Claim)...)
 }
 
 // clusterIDPattern is a Kubernetes UID (an RFC 4122 UUID).
@@ -368,13 +375,19 @@ func validateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
 
 func validateLeaderElection(p *field.Path, le *LeaderElectionConfig) field.ErrorList {
 	errs := validateDNSLabel(p.Child("namespace"), le.Namespace)
-	lease, renew, retry := le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration
+	return append(errs, validateLeaseTimings(p, LeaseTimings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod})...)
+}
+
+// validateLeaseTimings checks what client-go's leader election requires of the three durations.
+func validateLeaseTimings(p *field.Path, t LeaseTimings) field.ErrorList {
+	var errs field.ErrorList
+	lease, renew, retry := t.LeaseDuration.Duration, t.RenewDeadline.Duration, t.RetryPeriod.Duration
 	if lease <= renew {
-		errs = append(errs, field.Invalid(p.Child("leaseDuration"), lease.String(), "must be greater than leaderElection.renewDeadline"))
+		errs = append(errs, field.Invalid(p.Child("leaseDuration"), lease.String(), "must be greater than "+p.Child("renewDeadline").String()))
 	}
 	// client-go requires renewDeadline > 1.2 × retryPeriod (its jitter factor).
 	if float64(renew) <= 1.2*float64(retry) {
-		errs = append(errs, field.Invalid(p.Child("renewDeadline"), renew.String(), "must be greater than 1.2 × leaderElection.retryPeriod"))
+		errs = append(errs, field.Invalid(p.Child("renewDeadline"), renew.String(), "must be greater than 1.2 × "+p.Child("retryPeriod").String()))
 	}
 	if retry <= 0 {
 		errs = append(errs, field.Invalid(p.Child("retryPeriod"), retry.String(), "must be positive"))

@@ -96,6 +96,21 @@ type ManagementConfig struct {
 	// Set it to accept a new management cluster after the agent refused one whose identity
 	// differs from its record (docs/design.md#management-identity-pinning).
 	ClusterID string `json:"clusterID,omitempty"`
+	// Claim times the shard claim, the Lease "region-<region>" on management that the local
+	// leader renews (defaults 60s, 40s, 10s: one management write per 10 s per idle region). A
+	// new local leader of the same fleet takes the claim over at once whatever these are; they
+	// bound how long another fleet waits for a silent one and how long a leader cut off from
+	// management keeps its claim.
+	Claim LeaseTimings `json:"claim,omitempty"`
+}
+
+// LeaseTimings times a Lease as client-go's leader election does: the holder renews every
+// RetryPeriod, gives up after failing to renew for RenewDeadline, and others may take the Lease
+// LeaseDuration after its last renewal.
+type LeaseTimings struct {
+	LeaseDuration metav1.Duration `json:"leaseDuration,omitempty"`
+	RenewDeadline metav1.Duration `json:"renewDeadline,omitempty"`
+	RetryPeriod   metav1.Duration `json:"retryPeriod,omitempty"`
 }
 
 // ShardConfig is the shard definition (docs/design.md#shard-and-name-mapping). Empty fields are no constraint.

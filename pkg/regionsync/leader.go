@@ -110,7 +110,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	le := l.cfg.LeaderElection
+	timings := l.cfg.Management.Claim
 	def := shard.DefinitionOf(l.cfg)
 	c := &claim.Claimer{
 		Client:        l.mgmt,
@@ -118,9 +118,9 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 		Def:           def,
 		Identity:      l.identity(clusterID),
 		Holder:        l.holder,
-		LeaseDuration: le.LeaseDuration.Duration,
-		RenewDeadline: le.RenewDeadline.Duration,
-		RetryPeriod:   le.RetryPeriod.Duration,
+		LeaseDuration: timings.LeaseDuration.Duration,
+		RenewDeadline: timings.RenewDeadline.Duration,
+		RetryPeriod:   timings.RetryPeriod.Duration,
 		Log:           l.log,
 		// The engine opens its write gate for as long as ctx lasts and closes it the moment
 		// the claim is lost; its controllers run only as long.

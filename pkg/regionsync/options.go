@@ -186,7 +186,8 @@ type Claim struct {
 	// leader-election namespace; default "regionsync-system").
 	FleetNamespace string
 	// LeaseDuration, RenewDeadline and RetryPeriod time the claim as in client-go's leader
-	// election (defaults 15s, 10s, 2s).
+	// election (defaults 60s, 40s, 10s: one management write per 10 s per region). Under
+	// ClaimPerReplica a replica that crashed holds the claim for up to LeaseDuration.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
@@ -215,9 +216,9 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Option
 		Claim: Claim{
 			Scope:          ClaimPerFleet,
 			FleetNamespace: cfg.LeaderElection.Namespace,
-			LeaseDuration:  cfg.LeaderElection.LeaseDuration.Duration,
-			RenewDeadline:  cfg.LeaderElection.RenewDeadline.Duration,
-			RetryPeriod:    cfg.LeaderElection.RetryPeriod.Duration,
+			LeaseDuration:  cfg.Management.Claim.LeaseDuration.Duration,
+			RenewDeadline:  cfg.Management.Claim.RenewDeadline.Duration,
+			RetryPeriod:    cfg.Management.Claim.RetryPeriod.Duration,
 		},
 	}
 	for _, r := range cfg.Resources {
@@ -249,7 +250,12 @@ func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[s
 		TypeMeta:         config.TypeMeta(),
 		Region:           o.Region,
 		AnnotationDomain: o.AnnotationDomain,
-		Management:       config.ManagementConfig{Namespace: o.Management.Namespace, ClusterID: o.Management.ClusterID},
+		Management: config.ManagementConfig{Namespace: o.Management.Namespace, ClusterID: o.Management.ClusterID,
+			Claim: config.LeaseTimings{
+				LeaseDuration: metav1.Duration{Duration: o.Claim.LeaseDuration},
+				RenewDeadline: metav1.Duration{Duration: o.Claim.RenewDeadline},
+				RetryPeriod:   metav1.Duration{Duration: o.Claim.RetryPeriod},
+			}},
 		Shard: config.ShardConfig{
 			NamespacePrefix:       o.Shard.NamespacePrefix,
 			RemoteResourceSuffix:  o.Shard.RemoteResourceSuffix,
@@ -258,14 +264,10 @@ func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[s
 			LabelSelector:         o.Shard.LabelSelector,
 			ExcludedNamespaces:    o.Shard.ExcludedNamespaces,
 		},
-		LeaderElection: config.LeaderElectionConfig{
-			Namespace:     o.Claim.FleetNamespace,
-			LeaseDuration: metav1.Duration{Duration: o.Claim.LeaseDuration},
-			RenewDeadline: metav1.Duration{Duration: o.Claim.RenewDeadline},
-			RetryPeriod:   metav1.Duration{Duration: o.Claim.RetryPeriod},
-		},
-		ResyncPeriod: metav1.Duration{Duration: o.ResyncPeriod},
-		Telemetry:    config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: o.HeartbeatInterval}},
+		// The host runs the local leader election; only the namespace (the fleet's) is read.
+		LeaderElection: config.LeaderElectionConfig{Namespace: o.Claim.FleetNamespace},
+		ResyncPeriod:   metav1.Duration{Duration: o.ResyncPeriod},
+		Telemetry:      config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: o.HeartbeatInterval}},
 	}
 	if o.DeletionBudget.MaxFraction != 0 {
 		cfg.DeletionBudget.MaxFraction = ptr.To(o.DeletionBudget.MaxFraction)
