@@ -252,6 +252,7 @@ func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstruct
 			case err != nil:
 				return nil, reconcile.Result{}, err
 			default:
+				r.rememberCreated(localKey, created)
 				r.LocalEvents.Eventf(created, nil, corev1.EventTypeNormal, ReasonCreated, "Sync", "created from management object %s", objectRef(remote))
 				return created, reconcile.Result{}, nil
 			}

@@ -91,6 +91,9 @@ type Reconciler struct {
 	stale sync.Map
 	// namespaces remembers local namespaces seen to exist, and when.
 	namespaces sync.Map
+	// created holds copies this replica created that the local cache has not shown yet (see
+	// readLocal), by local key.
+	created sync.Map
 	// available is closed once the kind's informers exist on both clusters.
 	available chan struct{}
 	// firstPass is set once every shard object in the management cache has been reconciled;
@@ -243,6 +246,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.fights.forget(req.NamespacedName)
 		for _, name := range r.Resource.Secrets {
 			r.uploaded.Delete(uploadKey{remote: req.NamespacedName, secret: name})
+		}
+		if s.localKey.Name != "" {
+			r.created.Delete(s.localKey)
 		}
 	}
 	return result, err
@@ -400,13 +406,46 @@ func (r *Reconciler) readLocal(ctx context.Context, s *scope) (bool, error) {
 		if !apierrors.IsNotFound(err) {
 			return true, fmt.Errorf("reading local %s: %w", s.localKey, err)
 		}
-		local = nil
+		local = r.justCreated(s.localKey)
+	} else {
+		r.created.Delete(s.localKey) // the cache has caught up
 	}
 	if local != nil && !r.isMarked(local) {
 		s.unmarked, local = local, nil
 	}
 	s.local = local
 	return false, nil
+}
+
+// createdMemo is how long a copy this replica created stands in for the local cache's answer
+// "not found": the cache shows a create within milliseconds, so the memo only covers the pass
+// that runs right after the creating one (the claim's and the generations' own events).
+const createdMemo = 5 * time.Second
+
+type createdCopy struct {
+	obj *unstructured.Unstructured
+	at  time.Time
+}
+
+// rememberCreated records a copy this replica just created (the API server's answer).
+func (r *Reconciler) rememberCreated(key types.NamespacedName, obj *unstructured.Unstructured) {
+	r.created.Store(key, createdCopy{obj: obj.DeepCopy(), at: time.Now()})
+}
+
+// justCreated returns a copy of the object this replica created at key less than createdMemo
+// ago, or nil: a pass that reads before the local cache shows the create does not create it
+// again (a wasted request answered AlreadyExists).
+func (r *Reconciler) justCreated(key types.NamespacedName) *unstructured.Unstructured {
+	v, ok := r.created.Load(key)
+	if !ok {
+		return nil
+	}
+	c := v.(createdCopy)
+	if time.Since(c.at) > createdMemo {
+		r.created.Delete(key)
+		return nil
+	}
+	return c.obj.DeepCopy()
 }
 
 // deleteOrphan handles a copy whose remote object is gone: deleted, held or kept.
@@ -442,13 +481,19 @@ func (r *Reconciler) followRemoteDeletion(ctx context.Context, s *scope) (done b
 	return true, err
 }
 
-// claimPhase adds the finalizer first, and ends the pass to act on the event it causes.
+// claimPhase adds the finalizer before anything else is written for the object. The pass goes
+// on with management's answer to the patch (the object as it is now, finalizer included): the
+// copy is created and its generations recorded in the same pass, without waiting for the event
+// the claim causes (docs/design.md#writes-per-new-copy).
 func (r *Reconciler) claimPhase(ctx context.Context, s *scope) (bool, error) {
 	if controllerutil.ContainsFinalizer(s.remote, r.Keys.Finalizer) {
 		return false, nil
 	}
-	s.state = StatePending
-	return true, r.claim(ctx, s.remote)
+	if err := r.claim(ctx, s.remote); err != nil {
+		s.state = StatePending
+		return true, err
+	}
+	return false, nil
 }
 
 // statusUpPhase uploads status. When it fails transiently, spec is not downloaded in this pass:

@@ -7,7 +7,10 @@ import "time"
 const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
+	// DefaultRetryPeriod is how often the local leader renews its Lease (a write to the region's
+	// own API server) and how often a standby tries to take it: a standby notices a released
+	// Lease within about this long, so a graceful handover takes about a second.
+	DefaultRetryPeriod = 1 * time.Second
 	// DefaultClaimLeaseDuration, DefaultClaimRenewDeadline and DefaultClaimRetryPeriod time the
 	// shard claim on management (management.claim): renewed every 10 s, 0.1 management writes/s
 	// per idle region (the fleet target is <= 0.2, docs/performance.md). A failover within a fleet

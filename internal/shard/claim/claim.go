@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	clientretry "k8s.io/client-go/util/retry"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/retry"
@@ -295,8 +296,14 @@ func deref(s *string) string {
 }
 
 // annotate records the shard definition, its state and this replica on the Lease, only when
-// they changed.
+// they changed. The patch is conditional on the Lease read; a renewal that lands between the
+// read and the patch (client-go's elector writes the same Lease) is read again at once, not
+// retried a whole RetryPeriod later.
 func (c *Claimer) annotate(ctx context.Context, state string) error {
+	return clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error { return c.annotateOnce(ctx, state) })
+}
+
+func (c *Claimer) annotateOnce(ctx context.Context, state string) error {
 	leases := c.Client.CoordinationV1().Leases(c.Namespace)
 	l, err := leases.Get(ctx, LeaseName(c.Def.Region), metav1.GetOptions{})
 	if err != nil {
