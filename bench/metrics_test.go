@@ -40,7 +40,23 @@ var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELE
 type scrape struct {
 	at       time.Time
 	requests map[reqKey]float64
-	cpu      float64 // process_cpu_seconds_total of the API server
+	// codes sums apiserver_request_total by response code, over every request.
+	codes map[string]float64
+	cpu   float64 // process_cpu_seconds_total of the API server
+}
+
+// requestsSince summarises the requests an API server answered between two scrapes: all of
+// them, the writes, and the 409 Conflicts.
+func requestsSince(before, after scrape) string {
+	var all, writes float64
+	for k, v := range after.requests {
+		d := v - before.requests[k]
+		all += d
+		if writeVerbs[k.Verb] {
+			writes += d
+		}
+	}
+	return fmt.Sprintf("%.0f requests (%.0f writes, %.0f conflicts)", all, writes, after.codes["409"]-before.codes["409"])
 }
 
 // apiMetrics reads an API server's /metrics with an admin config.
@@ -59,7 +75,7 @@ func (m *apiMetrics) read(ctx context.Context) (scrape, error) {
 	if err != nil {
 		return scrape{}, fmt.Errorf("reading /metrics: %w", err)
 	}
-	s := scrape{at: time.Now(), requests: map[reqKey]float64{}}
+	s := scrape{at: time.Now(), requests: map[reqKey]float64{}, codes: map[string]float64{}}
 	sc := bufio.NewScanner(strings.NewReader(string(data)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -72,6 +88,7 @@ func (m *apiMetrics) read(ctx context.Context) (scrape, error) {
 			}
 			k := reqKey{Verb: labels["verb"], Group: labels["group"], Resource: labels["resource"], Subresource: labels["subresource"]}
 			s.requests[k] += value
+			s.codes[labels["code"]] += value
 		case strings.HasPrefix(line, "process_cpu_seconds_total "):
 			s.cpu, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "process_cpu_seconds_total ")), 64)
 		}

@@ -60,8 +60,13 @@ func Parse(data []byte) (*AgentConfig, error) {
 	return cfg, nil
 }
 
-// leaderElectionField is the JSON name of Config.LeaderElection, used in field paths.
-const leaderElectionField = "leaderElection"
+// leaderElectionField, managementField and claimField are the JSON names of
+// Config.LeaderElection, Config.Management and ManagementConfig.Claim, used in field paths.
+const (
+	leaderElectionField = "leaderElection"
+	managementField     = "management"
+	claimField          = "claim"
+)
 
 // durationFields are the duration-typed fields; encoding/json reports their parse errors without a
 // path, so a failed decode is checked against them to name the field.
@@ -72,9 +77,9 @@ var durationFields = [][]string{
 	{leaderElectionField, "renewDeadline"},
 	{leaderElectionField, "retryPeriod"},
 	{"deletionBudget", "window"},
-	{"management", "claim", "leaseDuration"},
-	{"management", "claim", "renewDeadline"},
-	{"management", "claim", "retryPeriod"},
+	{managementField, claimField, "leaseDuration"},
+	{managementField, claimField, "renewDeadline"},
+	{managementField, claimField, "retryPeriod"},
 }
 
 func durationFieldError(js []byte) error {
@@ -194,7 +199,7 @@ func Validate(c *AgentConfig) error {
 	for _, m := range validation.IsDNS1123Subdomain(c.AnnotationDomain) {
 		errs = append(errs, field.Invalid(dp, c.AnnotationDomain, m))
 	}
-	errs = append(errs, validateManagement(field.NewPath("management"), &c.Management)...)
+	errs = append(errs, validateManagement(field.NewPath(managementField), &c.Management)...)
 	errs = append(errs, validateShard(field.NewPath("shard"), &c.Shard)...)
 	errs = append(errs, validateResources(field.NewPath("resources"), c.Resources)...)
 	errs = append(errs, validateLeaderElection(field.NewPath(leaderElectionField), &c.LeaderElection)...)
@@ -265,7 +270,7 @@ func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("clusterID"), m.ClusterID,
 			"must be the UID of the management cluster's kube-system namespace (kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')"))
 	}
-	return append(errs, validateLeaseTimings(p.Child("claim"), m.Claim)...)
+	return append(errs, validateLeaseTimings(p.Child(claimField), m.Claim)...)
 }
 
 // clusterIDPattern is a Kubernetes UID (an RFC 4122 UUID).
