@@ -144,11 +144,12 @@ func (b *suite) latency() {
 		runRelay(relayCtx, b.tr, b.plainMgmt, b.plainLocal, suffix, b.concurrency)
 		bm0, errBM0 := b.mgmtM.read(b.ctx)
 		bl0, errBL0 := b.localM.read(b.ctx)
+		cb0, ct0 := machineCPU()
 		base := churn(b.ctx, b.tr, b.mgmtAdmin, b.localAdmin, b.basePairs, float64(rate), b.p.Churn, b.p.Grace, true, true, tag)
 		if m1, errM1 := b.mgmtM.read(b.ctx); errBM0 == nil && errM1 == nil {
 			if l1, errL1 := b.localM.read(b.ctx); errBL0 == nil && errL1 == nil {
-				b.r.note("relay's churn at %d/s (%d changes, the suite's own writes included): management answered %s, the region %s",
-					rate, base.specSent+base.statusSent, requestsSince(bm0, m1), requestsSince(bl0, l1))
+				b.r.note("relay's churn at %d/s (%d changes, the suite's own writes included): management answered %s, the region %s; the machine's CPU %s busy",
+					rate, base.specSent+base.statusSent, requestsSince(bm0, m1), requestsSince(bl0, l1), busySince(cb0, ct0))
 			}
 		}
 		b.tr.relayOn.Store(false)
@@ -166,12 +167,13 @@ func (b *suite) latency() {
 		}()
 		m0, errM0 := b.mgmtM.read(b.ctx)
 		l0, errL0 := b.localM.read(b.ctx)
+		ca0, cta0 := machineCPU()
 		agent := churn(b.ctx, b.tr, b.mgmtAdmin, b.localAdmin, b.pairs, float64(rate), b.p.Churn, b.p.Grace, true, true, fmt.Sprintf("a%d", rate))
 		<-profiled
 		if m1, errM1 := b.mgmtM.read(b.ctx); errM0 == nil && errM1 == nil {
 			if l1, errL1 := b.localM.read(b.ctx); errL0 == nil && errL1 == nil {
-				b.r.note("agent's churn at %d/s (%d changes, the suite's own writes included): management answered %s, the region %s",
-					rate, agent.specSent+agent.statusSent, requestsSince(m0, m1), requestsSince(l0, l1))
+				b.r.note("agent's churn at %d/s (%d changes, the suite's own writes included): management answered %s, the region %s; the machine's CPU %s busy",
+					rate, agent.specSent+agent.statusSent, requestsSince(m0, m1), requestsSince(l0, l1), busySince(ca0, cta0))
 			}
 		}
 		for _, dir := range []string{"spec propagation", "status return"} {

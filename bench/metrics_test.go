@@ -56,7 +56,7 @@ func requestsSince(before, after scrape) string {
 			writes += d
 		}
 	}
-	return fmt.Sprintf("%.0f requests (%.0f writes, %.0f conflicts)", all, writes, after.codes["409"]-before.codes["409"])
+	return fmt.Sprintf("%.0f requests (%.0f writes, %.0f conflicts) with %.2f s of API-server CPU", all, writes, after.codes["409"]-before.codes["409"], after.cpu-before.cpu)
 }
 
 // apiMetrics reads an API server's /metrics with an admin config.
@@ -259,4 +259,31 @@ func saveProfile(ctx context.Context, pprofAddr, profile, path string) error {
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return err
+}
+
+// machineCPU returns the machine's busy and total CPU time (jiffies) from /proc/stat.
+func machineCPU() (busy, total uint64) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total
+}
+
+// busySince is the machine's busy share of CPU time since the machineCPU reading b0, t0.
+func busySince(b0, t0 uint64) string {
+	b1, t1 := machineCPU()
+	if t1 <= t0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f %%", 100*float64(b1-b0)/float64(t1-t0))
 }
