@@ -519,6 +519,14 @@ func TestMetricsAfterSyncErrorAndHold(t *testing.T) {
 	cfg := agentConfig("ap-southeast-1", "-ap", e.management.Kubeconfig)
 	cfg.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr.To(0.5), MinObjects: ptr.To(0)}
 	p := startAgent(t, "ap-replica", local, cfg)
+	// The Tenants are created once the agent syncs, so that their creation reaches it as live
+	// watch events (what the watch-to-write lag measures), not in its informer's initial list.
+	e.eventually("the agent syncing", 30*time.Second, func() error {
+		if !strings.Contains(p.logs(), "Starting workers") {
+			return fmt.Errorf("no workers yet")
+		}
+		return nil
+	})
 	for _, n := range []string{"a", "b"} {
 		e.tenant("team-"+n, n+"-ap")
 	}

@@ -18,8 +18,9 @@ import (
 
 // LocalCacheOptions are the local manager's cache options: the managed kinds are cached only
 // when they carry this region's mark, so the agent's memory does not grow with unrelated objects.
-// Namespaces and unmarked objects are read directly, on the create path only.
-func LocalCacheOptions(cfg *config.AgentConfig) cache.Options {
+// Namespaces and unmarked objects are read directly, on the create path only. Unstructured
+// objects of the compacted kinds are held compacted (cacheTransform).
+func LocalCacheOptions(cfg *config.AgentConfig, compacted []schema.GroupVersionKind) cache.Options {
 	keys := shard.NewKeys(cfg.AnnotationDomain)
 	resync := cfg.ResyncPeriod.Duration
 	// A default selector rather than one per kind: the cache then needs no REST mapping at
@@ -28,7 +29,7 @@ func LocalCacheOptions(cfg *config.AgentConfig) cache.Options {
 	// caches of their own).
 	return cache.Options{
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{keys.Region: cfg.Region}),
-		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultTransform:     cacheTransform(compacted),
 		SyncPeriod:           &resync,
 	}
 }

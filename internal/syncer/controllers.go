@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,74 @@ type kind struct {
 	r *Reconciler
 	// queue is the running controller's queue; nil while none runs.
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
+	// missed are the objects of live events that arrived while no queue ran (a warm standby's,
+	// or a replica's between claim periods): the next claim period queues them ahead of its
+	// full pass.
+	missed missedEvents
+}
+
+// missedWindow is how old a missed live event may be and still be queued ahead of a new claim
+// period's full pass: longer than any handover (a crash takeover waits out the local lease),
+// short enough that a long-standing standby does not put the whole shard ahead of itself.
+const missedWindow = time.Minute
+
+// maxMissed bounds the missed events kept; beyond it, the oldest are dropped (the full pass still
+// reconciles every object, only later).
+const maxMissed = 4096
+
+// missedEvents remembers requests of live events that found no queue, with when they arrived.
+type missedEvents struct {
+	mu sync.Mutex
+	at map[reconcile.Request]time.Time
+}
+
+// add records req as missed at now; past maxMissed, entries older than missedWindow are dropped
+// and, if still full, the oldest.
+func (m *missedEvents) add(req reconcile.Request, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at == nil {
+		m.at = map[reconcile.Request]time.Time{}
+	}
+	if _, ok := m.at[req]; !ok && len(m.at) >= maxMissed {
+		var oldest reconcile.Request
+		var oldestAt time.Time
+		for r, t := range m.at {
+			if now.Sub(t) > missedWindow {
+				delete(m.at, r)
+				continue
+			}
+			if oldestAt.IsZero() || t.Before(oldestAt) {
+				oldest, oldestAt = r, t
+			}
+		}
+		if len(m.at) >= maxMissed {
+			delete(m.at, oldest)
+		}
+	}
+	m.at[req] = now
+}
+
+// missed is a live event that found no queue: its request and when it arrived.
+type missed struct {
+	req reconcile.Request
+	at  time.Time
+}
+
+// take returns the requests missed within missedWindow before now, most recent first, and
+// forgets every missed request.
+func (m *missedEvents) take(now time.Time) []missed {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]missed, 0, len(m.at))
+	for r, t := range m.at {
+		if now.Sub(t) <= missedWindow {
+			out = append(out, missed{r, t})
+		}
+	}
+	slices.SortFunc(out, func(a, b missed) int { return b.at.Compare(a.at) })
+	m.at = nil
+	return out
 }
 
 // reconcileTimeout bounds every reconcile: a read or write that hangs (a cache that cannot sync,
@@ -100,8 +169,9 @@ func (e *Engine) runController(ctx context.Context, i int, k *kind) {
 }
 
 // runControllerOnce builds the kind's controller and runs it until ctx ends. Its only source
-// hands its queue to the kind's handlers and enqueues every object of the kind in both caches
-// (the pass a regained claim needs: events that arrived without a queue were not kept).
+// hands its queue to the kind's handlers, queues the live events that arrived without a queue
+// (missedEvents) and every object of the kind in both caches at low priority (the pass a
+// regained claim needs: what the previous holder left undone is not known).
 func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 	r := k.r
 	var own atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -110,6 +180,13 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 		r.eventTimes.Clear()
 		own.Store(&q)
 		k.queue.Store(&q)
+		// Live changes the replica saw without a queue (as a standby, during the handover)
+		// first: the full pass below is queued low, behind them.
+		// Their event times are kept: the watch-to-write lag then includes the handover.
+		for _, m := range k.missed.take(time.Now()) {
+			r.eventTimes.LoadOrStore(m.req.NamespacedName, m.at)
+			q.Add(m.req)
+		}
 		return e.enqueueAll(ctx, r, q)
 	})
 	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(r.Name()), controller.Options{
@@ -171,7 +248,8 @@ func (e *Engine) inShard(o client.Object) bool {
 
 // kindHandler is one of a kind's event handlers on one informer: it maps an object to the
 // requests it concerns and adds them, with their event time, to the kind's queue while one
-// exists. Without a queue (the claim is not held) it does nothing at all.
+// exists. Without a queue (the claim is not held) it only remembers the requests of live events
+// (missedEvents), for the next claim period to queue first.
 type kindHandler struct {
 	k *kind
 	// requests maps an object to the requests it concerns (none: ignored).
@@ -208,8 +286,8 @@ func addLow(q workqueue.TypedRateLimitingInterface[reconcile.Request], req recon
 
 func (h kindHandler) enqueue(low bool, objs ...any) {
 	q := h.k.queue.Load()
-	if q == nil {
-		return
+	if q == nil && low {
+		return // the next claim period's full pass covers these
 	}
 	for _, obj := range objs {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -220,6 +298,10 @@ func (h kindHandler) enqueue(low bool, objs ...any) {
 			continue
 		}
 		for _, req := range h.requests(o) {
+			if q == nil {
+				h.k.missed.add(req, time.Now())
+				continue
+			}
 			h.k.r.stamp(req)
 			if low {
 				addLow(*q, req)

@@ -164,6 +164,7 @@ type env struct {
 	remoteCfg                 *rest.Config
 	localCfg                  *rest.Config // what the agent uses to reach the region
 	syncer                    *regionsync.Syncer
+	mgr                       ctrl.Manager
 	cancel                    context.CancelFunc
 	done                      chan error
 }
@@ -253,7 +254,7 @@ func (e *env) start() {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e.syncer, e.cancel, e.done = s, cancel, make(chan error, 1)
+	e.syncer, e.mgr, e.cancel, e.done = s, mgr, cancel, make(chan error, 1)
 	go func() {
 		err := mgr.Start(ctx)
 		e.done <- errors.Join(err, flush(context.Background()))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -155,12 +156,22 @@ func (s *Syncer) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 // only where they carry this region's mark (the agent binary uses them): memory then does not
 // grow with unrelated objects of the same kinds. Every kind in the manager's cache is filtered,
 // so a host with its own controllers for other objects of these kinds should not use them.
-// Only Region, AnnotationDomain and ResyncPeriod of opts are read.
+// The cache holds the copies of kinds given as unstructured objects (Resource.Object) in a
+// compact form (typed metadata, the rest as JSON) that every Get and List expands again; the
+// host's informers of those kinds then hand such objects to event handlers (read them through
+// metav1.Object). Only Region, AnnotationDomain, ResyncPeriod and the Resources' objects of opts
+// are read.
 func LocalCacheOptions(opts Options) cache.Options {
 	cfg := &config.AgentConfig{Region: opts.Region, AnnotationDomain: opts.AnnotationDomain}
 	cfg.ResyncPeriod.Duration = opts.ResyncPeriod
 	config.Default(cfg)
-	return syncer.LocalCacheOptions(cfg)
+	var compacted []schema.GroupVersionKind
+	for _, r := range opts.Resources {
+		if u, ok := r.Object.(*unstructured.Unstructured); ok {
+			compacted = append(compacted, u.GroupVersionKind())
+		}
+	}
+	return syncer.LocalCacheOptions(cfg, compacted)
 }
 
 // ManagementConfig loads the management cluster's client config from the kubeconfig file the

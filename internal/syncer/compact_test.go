@@ -1,0 +1,178 @@
+package syncer
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// tenantJSON decodes a Tenant the way an informer does (a fresh allocation per string).
+func tenantJSON(t *testing.T, name, uid string) *unstructured.Unstructured {
+	t.Helper()
+	doc := `{"apiVersion":"demo.regionsync.dev/v1alpha1","kind":"Tenant","metadata":{"name":"` + name + `","namespace":"tenant-a","uid":"` + uid + `","resourceVersion":"12","generation":3,
+	"labels":{"regionsync.dev/region":"us-east-1"},"annotations":{"regionsync.dev/sync-remote-generation":"3","note":"` + strings.Repeat("x", 100) + `"},
+	"finalizers":["regionsync.dev/sync-local"],
+	"managedFields":[{"manager":"kubectl","operation":"Update"}]},
+	"spec":{"displayName":"Acme","replicas":2},"status":{"conditions":[{"type":"Ready","status":"True","reason":"Synced"}]}}`
+	obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(doc), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.(*unstructured.Unstructured)
+}
+
+func sameBacking(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+var tenantGVK = schema.GroupVersionKind{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}
+
+// TestCacheTransform: an object of a synced kind is cached compacted, its metadata readable as
+// metav1.Object, and expands on DeepCopyObject into the object as served (managedFields aside),
+// sharing nothing with the cache; short shared strings are interned, unique and long ones not;
+// other kinds and typed objects are only stripped of managedFields.
+func TestCacheTransform(t *testing.T) {
+	a, b := tenantJSON(t, "acme", "uid-a"), tenantJSON(t, "beta", "uid-b")
+	want := a.DeepCopy()
+	unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
+	tr := cacheTransform([]schema.GroupVersionKind{tenantGVK})
+	var cached []*compactObject
+	for _, o := range []*unstructured.Unstructured{a, b} {
+		out, err := tr(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := out.(*compactObject)
+		if !ok {
+			t.Fatalf("a Tenant is cached as %T, want *compactObject", out)
+		}
+		cached = append(cached, c)
+	}
+	ca, cb := cached[0], cached[1]
+
+	// What informers, indexes, selectors and handlers read.
+	var obj metav1.Object = ca
+	if obj.GetName() != "acme" || obj.GetNamespace() != "tenant-a" || obj.GetResourceVersion() != "12" ||
+		obj.GetGeneration() != 3 || obj.GetLabels()["regionsync.dev/region"] != "us-east-1" ||
+		len(obj.GetFinalizers()) != 1 || obj.GetManagedFields() != nil {
+		t.Fatalf("compacted metadata: %+v", ca.ObjectMeta)
+	}
+	if ca.GetObjectKind().GroupVersionKind() != tenantGVK {
+		t.Fatalf("GVK %v", ca.GetObjectKind().GroupVersionKind())
+	}
+
+	// Readers get the object back, as the API server sent it, and a fresh one each time.
+	got, ok := ca.DeepCopyObject().(*unstructured.Unstructured)
+	if !ok {
+		t.Fatalf("DeepCopyObject returned %T", ca.DeepCopyObject())
+	}
+	if !reflect.DeepEqual(got.Object, want.Object) {
+		t.Fatalf("expanded object differs:\n got %v\nwant %v", got.Object, want.Object)
+	}
+	got.Object["spec"].(map[string]any)["replicas"] = int64(9)
+	got.GetLabels()
+	unstructured.SetNestedField(got.Object, "x", "metadata", "labels", "regionsync.dev/region")
+	again := ca.DeepCopyObject().(*unstructured.Unstructured)
+	if !reflect.DeepEqual(again.Object, want.Object) || ca.Labels["regionsync.dev/region"] != "us-east-1" {
+		t.Fatal("changing an expanded object changed the cache")
+	}
+
+	for _, c := range []struct {
+		what   string
+		x, y   string
+		shared bool
+	}{
+		{"the kind", ca.Kind, cb.Kind, true},
+		{"the namespace", ca.Namespace, cb.Namespace, true},
+		{"a label key", keyOf(t, ca.Labels, "regionsync.dev/region"), keyOf(t, cb.Labels, "regionsync.dev/region"), true},
+		{"a label value", ca.Labels["regionsync.dev/region"], cb.Labels["regionsync.dev/region"], true},
+		{"an annotation value", ca.Annotations["regionsync.dev/sync-remote-generation"], cb.Annotations["regionsync.dev/sync-remote-generation"], true},
+		{"a finalizer", ca.Finalizers[0], cb.Finalizers[0], true},
+		{"a long value", ca.Annotations["note"], cb.Annotations["note"], false},
+	} {
+		if got := sameBacking(c.x, c.y); got != c.shared {
+			t.Errorf("%s: shared %v, want %v", c.what, got, c.shared)
+		}
+	}
+
+	// A kind the engine does not sync stays unstructured (a host's own informers see it as
+	// served); a typed object passes unchanged; both lose managedFields.
+	other := tenantJSON(t, "gamma", "uid-c")
+	other.SetKind("Other")
+	if out, err := tr(other); err != nil || out != other || other.GetManagedFields() != nil {
+		t.Fatalf("other kind: %T, %v, managedFields %v", out, err, other.GetManagedFields())
+	}
+	typed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	if out, err := tr(typed); err != nil || out != typed || typed.ManagedFields != nil {
+		t.Fatalf("typed object: %T, %v", out, err)
+	}
+}
+
+func keyOf(t *testing.T, m map[string]string, k string) string {
+	t.Helper()
+	for key := range m {
+		if key == k {
+			return key
+		}
+	}
+	t.Fatalf("no key %q", k)
+	return ""
+}
+
+// FuzzCompactRoundTrip: whatever object the API server may send, the cache gives readers back
+// exactly that object (managedFields aside).
+func FuzzCompactRoundTrip(f *testing.F) {
+	f.Add(`{"metadata":{"name":"a","namespace":"n","labels":{"k":"v"},"annotations":{"a":""},"finalizers":["f"],"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"u","controller":true}],"creationTimestamp":"2026-01-02T03:04:05Z","deletionTimestamp":"2026-01-02T03:04:06Z","deletionGracePeriodSeconds":0},"spec":{"f":1.5,"i":7,"b":true,"n":null,"l":[1,"x",{"y":[]}]},"status":{}}`)
+	f.Add(`{"metadata":{"name":"b","generation":9,"resourceVersion":"3"},"data":{"x":"y"},"type":"t"}`)
+	f.Add(`{"metadata":{"name":"c"}}`)
+	tr := cacheTransform([]schema.GroupVersionKind{tenantGVK})
+	f.Fuzz(func(t *testing.T, doc string) {
+		obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(doc), &tenantGVK, nil)
+		if err != nil {
+			return
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		u.SetGroupVersionKind(tenantGVK)
+		md, ok := u.Object["metadata"].(map[string]any)
+		if !ok {
+			return
+		}
+		var typed metav1.ObjectMeta
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(md, &typed) != nil {
+			return // not metadata an API server serves
+		}
+		back, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&typed)
+		if err != nil || !reflect.DeepEqual(withoutNilTimestamp(back), md) {
+			return // metadata the API server would have normalised (unknown fields, nulls)
+		}
+		want := u.DeepCopy()
+		unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
+		out, err := tr(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := out.(*compactObject)
+		if !ok {
+			t.Fatalf("cached as %T", out)
+		}
+		got := c.DeepCopyObject().(*unstructured.Unstructured)
+		if !reflect.DeepEqual(got.Object, want.Object) {
+			t.Fatalf("round trip:\n got %#v\nwant %#v", got.Object, want.Object)
+		}
+	})
+}
+
+func withoutNilTimestamp(m map[string]any) map[string]any {
+	if m["creationTimestamp"] == nil {
+		delete(m, "creationTimestamp")
+	}
+	return m
+}
