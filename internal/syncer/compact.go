@@ -3,6 +3,7 @@ package syncer
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,10 +47,10 @@ func cacheTransform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
 // object is a tree of maps decoded from JSON: every map, key and value is its own allocation, and
 // for the small objects a region syncs the tree costs several times the object's JSON. The
 // compact form keeps the metadata typed (what informers, indexes, selectors and the event
-// handlers read, with the truthful metav1.Object accessors of ObjectMeta) and the rest of the
-// object (spec, status, any other top-level field) as the JSON it arrived in; short strings shared
-// across objects (label and annotation keys and values, finalizers, namespaces, the kind) are
-// interned, so ten thousand copies hold one of each.
+// handlers read, through truthful metav1.Object accessors; labels and annotations as sorted
+// pairs rather than maps) and the rest of the object (spec, status, any other top-level field) as
+// the JSON it arrived in; short strings shared across objects (label and annotation keys and
+// values, finalizers, namespaces, the kind) are interned, so ten thousand copies hold one of each.
 //
 // Readers never see it: DeepCopyObject, which controller-runtime's cache reader calls on every
 // Get and List, expands it into the *unstructured.Unstructured the caller asked for (the same
@@ -57,12 +58,69 @@ func cacheTransform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
 // as a client.Object and read its metadata only.
 type compactObject struct {
 	metav1.TypeMeta
+	// ObjectMeta holds the metadata but labels and annotations (always nil here).
 	metav1.ObjectMeta
+	// labels and annotations are key, value, key, value… sorted by key: a Go map costs a whole
+	// group of eight slots (~340 bytes) even for the single label most objects carry.
+	labels, annotations stringPairs
 	// rest is the JSON of the object's top-level fields other than apiVersion, kind and metadata.
 	rest []byte
 }
 
-var _ runtime.Object = &compactObject{}
+var (
+	_ runtime.Object            = &compactObject{}
+	_ metav1.Object             = &compactObject{}
+	_ metav1.ObjectMetaAccessor = &compactObject{}
+)
+
+// GetObjectMeta returns c itself: its labels and annotations are not in the embedded ObjectMeta.
+func (c *compactObject) GetObjectMeta() metav1.Object { return c }
+
+// GetLabels returns a new map of the labels (nil when there are none).
+func (c *compactObject) GetLabels() map[string]string { return c.labels.toMap() }
+
+// SetLabels replaces the labels.
+func (c *compactObject) SetLabels(labels map[string]string) { c.labels = pairsOf(labels) }
+
+// GetAnnotations returns a new map of the annotations (nil when there are none).
+func (c *compactObject) GetAnnotations() map[string]string { return c.annotations.toMap() }
+
+// SetAnnotations replaces the annotations.
+func (c *compactObject) SetAnnotations(annotations map[string]string) {
+	c.annotations = pairsOf(annotations)
+}
+
+// stringPairs is a string map as key, value, key, value…, sorted by key, its strings interned
+// (keys up to maxInterned bytes, values up to maxInternedValue). nil is no map; empty, an empty
+// one.
+type stringPairs []string
+
+func pairsOf(m map[string]string) stringPairs {
+	if m == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make(stringPairs, 0, 2*len(m))
+	for _, k := range keys {
+		out = append(out, intern(k), internUpTo(m[k], maxInternedValue))
+	}
+	return out
+}
+
+func (p stringPairs) toMap() map[string]string {
+	if p == nil {
+		return nil
+	}
+	m := make(map[string]string, len(p)/2)
+	for i := 0; i+1 < len(p); i += 2 {
+		m[p[i]] = p[i+1]
+	}
+	return m
+}
 
 // compact converts u (managedFields already dropped) into its compact form.
 func compact(u *unstructured.Unstructured) (*compactObject, error) {
@@ -76,8 +134,8 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 	}
 	c.ManagedFields = nil
 	c.Namespace = intern(c.Namespace)
-	c.Labels = internStrings(c.Labels)
-	c.Annotations = internStrings(c.Annotations)
+	c.labels, c.annotations = pairsOf(c.Labels), pairsOf(c.Annotations)
+	c.Labels, c.Annotations = nil, nil
 	for i := range c.Finalizers {
 		c.Finalizers[i] = intern(c.Finalizers[i])
 	}
@@ -122,7 +180,9 @@ func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 			return nil, err
 		}
 	}
-	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c.ObjectMeta)
+	meta := c.ObjectMeta
+	meta.Labels, meta.Annotations = c.labels.toMap(), c.annotations.toMap()
+	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&meta)
 	if err != nil {
 		return nil, err
 	}
@@ -154,16 +214,4 @@ func internUpTo(s string, limit int) string {
 		return s
 	}
 	return unique.Make(s).Value()
-}
-
-// internStrings returns m with interned keys and short values (nil stays nil).
-func internStrings(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[intern(k)] = internUpTo(v, maxInternedValue)
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,6 +63,22 @@ func TestCacheTransform(t *testing.T) {
 		len(obj.GetFinalizers()) != 1 || obj.GetManagedFields() != nil {
 		t.Fatalf("compacted metadata: %+v", ca.ObjectMeta)
 	}
+	if ca.ObjectMeta.Labels != nil || ca.ObjectMeta.Annotations != nil {
+		t.Fatal("labels or annotations held twice (as maps in ObjectMeta too)")
+	}
+	if acc, err := meta.Accessor(ca); err != nil || acc.GetAnnotations()["regionsync.dev/sync-remote-generation"] != "3" ||
+		ca.GetObjectMeta().GetLabels()["regionsync.dev/region"] != "us-east-1" {
+		t.Fatalf("metadata accessors: %v", err)
+	}
+	set := &compactObject{}
+	set.SetLabels(map[string]string{"b": "2", "a": "1"})
+	set.SetAnnotations(map[string]string{})
+	if !reflect.DeepEqual(set.GetLabels(), map[string]string{"a": "1", "b": "2"}) || set.GetAnnotations() == nil || len(set.GetAnnotations()) != 0 {
+		t.Fatalf("set: labels %v, annotations %#v", set.GetLabels(), set.GetAnnotations())
+	}
+	if set.SetLabels(nil); set.GetLabels() != nil {
+		t.Fatal("nil labels read back as a map")
+	}
 	if ca.GetObjectKind().GroupVersionKind() != tenantGVK {
 		t.Fatalf("GVK %v", ca.GetObjectKind().GroupVersionKind())
 	}
@@ -75,10 +92,9 @@ func TestCacheTransform(t *testing.T) {
 		t.Fatalf("expanded object differs:\n got %v\nwant %v", got.Object, want.Object)
 	}
 	got.Object["spec"].(map[string]any)["replicas"] = int64(9)
-	got.GetLabels()
 	unstructured.SetNestedField(got.Object, "x", "metadata", "labels", "regionsync.dev/region")
 	again := ca.DeepCopyObject().(*unstructured.Unstructured)
-	if !reflect.DeepEqual(again.Object, want.Object) || ca.Labels["regionsync.dev/region"] != "us-east-1" {
+	if !reflect.DeepEqual(again.Object, want.Object) || ca.GetLabels()["regionsync.dev/region"] != "us-east-1" {
 		t.Fatal("changing an expanded object changed the cache")
 	}
 
@@ -89,11 +105,11 @@ func TestCacheTransform(t *testing.T) {
 	}{
 		{"the kind", ca.Kind, cb.Kind, true},
 		{"the namespace", ca.Namespace, cb.Namespace, true},
-		{"a label key", keyOf(t, ca.Labels, "regionsync.dev/region"), keyOf(t, cb.Labels, "regionsync.dev/region"), true},
-		{"a label value", ca.Labels["regionsync.dev/region"], cb.Labels["regionsync.dev/region"], true},
-		{"an annotation value", ca.Annotations["regionsync.dev/sync-remote-generation"], cb.Annotations["regionsync.dev/sync-remote-generation"], true},
+		{"a label key", keyOf(t, ca.GetLabels(), "regionsync.dev/region"), keyOf(t, cb.GetLabels(), "regionsync.dev/region"), true},
+		{"a label value", ca.GetLabels()["regionsync.dev/region"], cb.GetLabels()["regionsync.dev/region"], true},
+		{"an annotation value", ca.GetAnnotations()["regionsync.dev/sync-remote-generation"], cb.GetAnnotations()["regionsync.dev/sync-remote-generation"], true},
 		{"a finalizer", ca.Finalizers[0], cb.Finalizers[0], true},
-		{"a long value", ca.Annotations["note"], cb.Annotations["note"], false},
+		{"a long value", ca.GetAnnotations()["note"], cb.GetAnnotations()["note"], false},
 	} {
 		if got := sameBacking(c.x, c.y); got != c.shared {
 			t.Errorf("%s: shared %v, want %v", c.what, got, c.shared)

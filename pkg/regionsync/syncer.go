@@ -159,7 +159,7 @@ func (s *Syncer) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 // The cache holds the copies of kinds given as unstructured objects (Resource.Object) in a
 // compact form (typed metadata, the rest as JSON) that every Get and List expands again; the
 // host's informers of those kinds then hand such objects to event handlers (read them through
-// metav1.Object). Only Region, AnnotationDomain, ResyncPeriod and the Resources' objects of opts
+// metav1.Object), and reads of them must deep-copy (do not set UnsafeDisableDeepCopy for them). Only Region, AnnotationDomain, ResyncPeriod and the Resources' objects of opts
 // are read.
 func LocalCacheOptions(opts Options) cache.Options {
 	cfg := &config.AgentConfig{Region: opts.Region, AnnotationDomain: opts.AnnotationDomain}
