@@ -42,7 +42,7 @@ func TestCacheTransform(t *testing.T) {
 	want := a.DeepCopy()
 	unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
 	tr := cacheTransform([]schema.GroupVersionKind{tenantGVK})
-	var cached []*compactObject
+	cached := make([]*compactObject, 0, 2)
 	for _, o := range []*unstructured.Unstructured{a, b} {
 		out, err := tr(o)
 		if err != nil {
@@ -63,7 +63,7 @@ func TestCacheTransform(t *testing.T) {
 		len(obj.GetFinalizers()) != 1 || obj.GetManagedFields() != nil {
 		t.Fatalf("compacted metadata: %+v", ca.ObjectMeta)
 	}
-	if ca.ObjectMeta.Labels != nil || ca.ObjectMeta.Annotations != nil {
+	if ca.Labels != nil || ca.Annotations != nil { // the embedded ObjectMeta's maps
 		t.Fatal("labels or annotations held twice (as maps in ObjectMeta too)")
 	}
 	if acc, err := meta.Accessor(ca); err != nil || acc.GetAnnotations()["regionsync.dev/sync-remote-generation"] != "3" ||
@@ -92,7 +92,9 @@ func TestCacheTransform(t *testing.T) {
 		t.Fatalf("expanded object differs:\n got %v\nwant %v", got.Object, want.Object)
 	}
 	got.Object["spec"].(map[string]any)["replicas"] = int64(9)
-	unstructured.SetNestedField(got.Object, "x", "metadata", "labels", "regionsync.dev/region")
+	if err := unstructured.SetNestedField(got.Object, "x", "metadata", "labels", "regionsync.dev/region"); err != nil {
+		t.Fatal(err)
+	}
 	again := ca.DeepCopyObject().(*unstructured.Unstructured)
 	if !reflect.DeepEqual(again.Object, want.Object) || ca.GetLabels()["regionsync.dev/region"] != "us-east-1" {
 		t.Fatal("changing an expanded object changed the cache")
