@@ -111,6 +111,15 @@ func pairsOf(m map[string]string) stringPairs {
 	return out
 }
 
+// toAnyMap is the pairs as an unstructured object's map.
+func (p stringPairs) toAnyMap() map[string]any {
+	m := make(map[string]any, len(p)/2)
+	for i := 0; i+1 < len(p); i += 2 {
+		m[p[i]] = p[i+1]
+	}
+	return m
+}
+
 func (p stringPairs) toMap() map[string]string {
 	if p == nil {
 		return nil
@@ -180,14 +189,20 @@ func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 			return nil, err
 		}
 	}
-	meta := c.ObjectMeta
-	meta.Labels, meta.Annotations = c.labels.toMap(), c.annotations.toMap()
-	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&meta)
+	// The embedded ObjectMeta has no labels or annotations: they go into the map directly, as
+	// the API server omits them (empty maps included).
+	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c.ObjectMeta)
 	if err != nil {
 		return nil, err
 	}
 	if md["creationTimestamp"] == nil {
 		delete(md, "creationTimestamp")
+	}
+	if len(c.labels) > 0 {
+		md["labels"] = c.labels.toAnyMap()
+	}
+	if len(c.annotations) > 0 {
+		md["annotations"] = c.annotations.toAnyMap()
 	}
 	obj["metadata"] = md
 	u := &unstructured.Unstructured{Object: obj}

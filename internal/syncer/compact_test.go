@@ -42,19 +42,7 @@ func TestCacheTransform(t *testing.T) {
 	want := a.DeepCopy()
 	unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
 	tr := cacheTransform([]schema.GroupVersionKind{tenantGVK})
-	cached := make([]*compactObject, 0, 2)
-	for _, o := range []*unstructured.Unstructured{a, b} {
-		out, err := tr(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, ok := out.(*compactObject)
-		if !ok {
-			t.Fatalf("a Tenant is cached as %T, want *compactObject", out)
-		}
-		cached = append(cached, c)
-	}
-	ca, cb := cached[0], cached[1]
+	ca, cb := compacted(t, tr, a), compacted(t, tr, b)
 
 	// What informers, indexes, selectors and handlers read.
 	var obj metav1.Object = ca
@@ -131,6 +119,20 @@ func TestCacheTransform(t *testing.T) {
 	}
 }
 
+// compacted runs the cache transform on u and returns the compact object it must make.
+func compacted(t *testing.T, tr func(any) (any, error), u *unstructured.Unstructured) *compactObject {
+	t.Helper()
+	out, err := tr(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := out.(*compactObject)
+	if !ok {
+		t.Fatalf("%s is cached as %T, want *compactObject", u.GetName(), out)
+	}
+	return c
+}
+
 func keyOf(t *testing.T, m map[string]string, k string) string {
 	t.Helper()
 	for key := range m {
@@ -173,15 +175,7 @@ func FuzzCompactRoundTrip(f *testing.F) {
 		}
 		want := u.DeepCopy()
 		unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
-		out, err := tr(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, ok := out.(*compactObject)
-		if !ok {
-			t.Fatalf("cached as %T", out)
-		}
-		got := c.DeepCopyObject().(*unstructured.Unstructured)
+		got := compacted(t, tr, u).DeepCopyObject().(*unstructured.Unstructured)
 		if !reflect.DeepEqual(got.Object, want.Object) {
 			t.Fatalf("round trip:\n got %#v\nwant %#v", got.Object, want.Object)
 		}
