@@ -412,6 +412,7 @@ func (b *suite) initialSync(n int, last bool) {
 	b.r.add(fmt.Sprintf("Tenant writes per new copy, initial sync of %d (management / region)", n), agentText, plainText, "-",
 		"the plain client's (2 / 1)", verdict(round2(agentW[0]) <= round2(plainW[0]) && round2(agentW[1]) <= round2(plainW[1])))
 	b.r.note("initial sync of %d, all management writes: %s", n, diff(am0, am1).writesSummary())
+	b.r.note("initial sync of %d, all region writes: %s", n, diff(al0, al1).writesSummary())
 	if last && b.p.Figures["live"] {
 		var worst time.Duration
 		var parts []string

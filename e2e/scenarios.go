@@ -39,6 +39,13 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 		for _, r := range f.Regions() {
 			waitRoundTrip(t, f, keys, tenantNamespace, r)
 		}
+		// The agents' Events are written with their shipped RBAC: the copy's Created event in
+		// the region, and on management the NamespaceCreated event of the remote object (the
+		// namespace exists only on management until the agent creates it in the region).
+		for _, r := range f.Regions() {
+			waitEvent(t, f.Region(r), tenantNamespace, "acme", syncer.ReasonCreated)
+			waitEvent(t, f.Management(), tenantNamespace, "acme-"+r, syncer.ReasonNamespaceCreated)
+		}
 	})
 	t.Run("no secret data in logs or events", func(t *testing.T) {
 		all, err := f.AgentLogs()
@@ -207,6 +214,30 @@ func createTenant(t *testing.T, f Fleet, ns, region string) {
 
 // waitRoundTrip waits until the region's Tenant in ns is copied down, reconciled, its status and
 // token are back on management and the generation annotations are current.
+// waitEvent waits until c holds an Event of the agent (reporting controller syncer.EventSource)
+// with reason about namespace/name, read through events.k8s.io/v1 as an operator would.
+func waitEvent(t *testing.T, c client.Client, namespace, name, reason string) {
+	t.Helper()
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs := &eventsv1.EventList{}
+		if err := c.List(ctx, evs, client.InNamespace(namespace)); err != nil {
+			return false, err
+		}
+		seen = seen[:0]
+		for _, ev := range evs.Items {
+			seen = append(seen, ev.ReportingController+" "+ev.Reason+" "+ev.Regarding.Name)
+			if ev.Regarding.Name == name && ev.Reason == reason && ev.ReportingController == syncer.EventSource {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s event of %s about %s/%s: %v (events: %v)", reason, syncer.EventSource, namespace, name, err, seen)
+	}
+}
+
 func waitRoundTrip(t *testing.T, f Fleet, keys shard.Keys, ns, region string) {
 	t.Helper()
 	ctx := context.Background()

@@ -37,7 +37,6 @@ func TestBrokenKindDoesNotStallOthers(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: user},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces", "secrets", "events"}, Verbs: []string{"*"}},
-			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"*"}},
 			{APIGroups: []string{"demo.regionsync.dev"}, Resources: []string{"*"}, Verbs: []string{"*"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"*"}},
 		},

@@ -64,6 +64,9 @@ type Engine struct {
 	tracer trace.Tracer
 	// identity pins the management cluster's identity (identity.go).
 	identity *identityPin
+	// localEvents and remoteEvents write the engine's Events to each cluster (events.go);
+	// remoteEvents is set with the session.
+	localEvents, remoteEvents *eventRecorder
 }
 
 // ProtectedNamespaces are the local namespaces of cfg's namespace scope: the system namespaces,
@@ -109,7 +112,10 @@ func NewEngine(p Params) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
-	localEvents := mgr.GetEventRecorder(EventSource)
+	if e.localEvents, err = newEventRecorder(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme()); err != nil {
+		return nil, fmt.Errorf("local events: %w", err)
+	}
+	localEvents := e.localEvents
 	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.LeaderElection.Namespace, Name: IdentityRecordName(cfg.Region)}}
 	e.identity = &identityPin{
 		mgmt: mgmt, local: mgr.GetClient(), reader: mgr.GetAPIReader(), record: client.ObjectKeyFromObject(record),

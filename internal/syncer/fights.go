@@ -40,9 +40,13 @@ type fightState struct {
 }
 
 // fightTracker remembers, per object and side, the last write and how often it was undone.
+// An entry whose last write is older than fightWindow decides nothing any more (the next write
+// starts afresh), so entries are swept once per fightWindow: the tracker holds only the objects
+// written in the last minute or two, not every object ever written.
 type fightTracker struct {
-	mu sync.Mutex
-	m  map[fightKey]*fightState
+	mu        sync.Mutex
+	m         map[fightKey]*fightState
+	lastSweep time.Time
 }
 
 func newFightTracker() *fightTracker { return &fightTracker{m: map[fightKey]*fightState{}} }
@@ -63,6 +67,7 @@ type fightVerdict struct {
 func (t *fightTracker) admit(key fightKey, hash string, now time.Time) fightVerdict {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sweep(now)
 	s := t.m[key]
 	if s == nil {
 		s = &fightState{}
@@ -89,6 +94,22 @@ func (t *fightTracker) admit(key fightKey, hash string, now time.Time) fightVerd
 	}
 	s.hash, s.at, s.prev = hash, now, &before
 	return v
+}
+
+// sweep drops, at most once per fightWindow, the entries whose last write is older than
+// fightWindow: admit would start them afresh (undone 0), they hold back no write (a fight's next
+// write is due fightInterval after its last one), and a fight that resumes is reported at once
+// either way (its last report is older than fightReportEvery).
+func (t *fightTracker) sweep(now time.Time) {
+	if now.Sub(t.lastSweep) < fightWindow {
+		return
+	}
+	t.lastSweep = now
+	for k, s := range t.m {
+		if now.Sub(s.at) >= fightWindow {
+			delete(t.m, k)
+		}
+	}
 }
 
 // failed takes back the last admitted write of key: it did not happen (an error, a conflict), so

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -85,5 +86,44 @@ func TestWriteFightFailedWritesAreNotUndone(t *testing.T) {
 	}
 	if v := ft.admit(key, "x", t0.Add(4*time.Second)); v.allowed || !v.fighting {
 		t.Fatalf("undone writes after the failures: allowed %v fighting %v", v.allowed, v.fighting)
+	}
+}
+
+// TestWriteFightSweep: the tracker forgets objects not written for fightWindow (it would
+// otherwise hold every object ever written), keeps the recent ones and a running fight, and
+// what it forgot decides nothing differently.
+func TestWriteFightSweep(t *testing.T) {
+	ft := newFightTracker()
+	t0 := time.Unix(1000, 0)
+	key := func(name string) fightKey {
+		return fightKey{remote: types.NamespacedName{Namespace: "a", Name: name}, side: sideManagement}
+	}
+	for i := range 100 {
+		ft.admit(key(fmt.Sprint("old-", i)), "x", t0)
+	}
+	// A fight on "fight": three undone writes, then one every fightInterval.
+	for i := range 4 {
+		ft.admit(key("fight"), "f", t0.Add(time.Duration(i)*time.Second))
+	}
+	ft.admit(key("recent"), "x", t0.Add(fightWindow-time.Second))
+	for at := t0.Add(fightInterval + 3*time.Second); at.Before(t0.Add(fightWindow + 5*time.Second)); at = at.Add(fightInterval) {
+		if v := ft.admit(key("fight"), "f", at); !v.allowed || !v.fighting {
+			t.Fatalf("fight at %s: %+v, want allowed in a fight", at.Sub(t0), v)
+		}
+	}
+	now := t0.Add(fightWindow + 6*time.Second)
+	if v := ft.admit(key("new"), "x", now); !v.allowed {
+		t.Fatalf("new object: %+v", v)
+	}
+	if len(ft.m) != 3 {
+		t.Fatalf("%d entries after the sweep, want 3 (fight, recent, new): %v", len(ft.m), ft.m)
+	}
+	if v := ft.admit(key("fight"), "f", now.Add(time.Second)); v.allowed || !v.fighting {
+		t.Fatalf("the fight was forgotten: %+v", v)
+	}
+	// A forgotten object starts afresh, as it would have without the sweep (its last write is
+	// older than fightWindow).
+	if v := ft.admit(key("old-1"), "x", now); !v.allowed || v.undone != 0 {
+		t.Fatalf("forgotten object: %+v", v)
 	}
 }

@@ -416,6 +416,9 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 	rg, lg := strconv.FormatInt(remote.GetGeneration(), 10), strconv.FormatInt(local.GetGeneration(), 10)
 	ann := remote.GetAnnotations()
 	if ann[r.Keys.RemoteGeneration] == rg && ann[r.Keys.LocalGeneration] == lg {
+		// The cache shows them: nothing left to remember (a memo per object would otherwise
+		// stay for as long as the object does).
+		r.patched.Delete(objectRef(remote))
 		return nil
 	}
 	// The same patch was just written from this very version of the remote object: the cache

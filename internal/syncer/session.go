@@ -26,6 +26,7 @@ var ErrNoSession = errors.New("no management session")
 // Start waits for management, then starts the management cache and warms every informer; it
 // returns when ctx ends.
 func (e *Engine) Start(ctx context.Context) error {
+	defer e.localEvents.Shutdown()
 	disc, err := discovery.NewDiscoveryClientForConfig(withTimeout(e.remoteConfig, 5*time.Second))
 	if err != nil {
 		return fmt.Errorf("management client: %w", err)
@@ -38,6 +39,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if e.remoteEvents, err = newEventRecorder(e.remoteConfig, remote.GetHTTPClient(), e.mgr.GetScheme()); err != nil {
+		return fmt.Errorf("management events: %w", err)
+	}
+	defer e.remoteEvents.Shutdown()
 	errc := make(chan error, 1)
 	go func() { errc <- remote.Start(ctx) }()
 	for i, gvk := range e.gvks {

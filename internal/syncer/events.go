@@ -1,0 +1,60 @@
+package syncer
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
+)
+
+// eventCorrelatorEntries bounds each of the event correlator's caches (client-go's
+// record.CorrelatorOptions.LRUCacheSize; its default is 4096): the recent events it folds into a
+// count when an object repeats one, and the per-object spam filter. A repeating event comes from
+// an object the agent keeps working on, which stays among the most recent entries; the 1,024
+// entries cost ~1 MB at most.
+const eventCorrelatorEntries = 1024
+
+// eventRecorder writes the engine's Kubernetes Events to one cluster through client-go's record
+// broadcaster, whose correlator remembers a bounded number of recent events (LRU).
+//
+// controller-runtime's GetEventRecorder uses client-go's events.k8s.io broadcaster instead, which
+// keeps a copy of every event it sent for six minutes to build series: an initial sync of 10,000
+// objects sends 10,000 Created events, and that cache alone held ~10 MB (1 KB per synced object)
+// until it aged out, as much as the compacted caches of both clusters together. The Events are
+// the same to a reader (core/v1 Events are served by events.k8s.io too, with reason, note,
+// regarding object, type and reporting controller); only the action and related object, which
+// the core API has no place for in this recorder, are not recorded.
+type eventRecorder struct {
+	broadcaster record.EventBroadcaster
+	rec         record.EventRecorder
+}
+
+var _ events.EventRecorder = (*eventRecorder)(nil)
+
+// newEventRecorder starts a broadcaster that writes Events to the cluster of cfg (through
+// httpClient), reported by EventSource from this host. Shutdown stops it.
+func newEventRecorder(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (*eventRecorder, error) {
+	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("events client: %w", err)
+	}
+	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCorrelatorEntries}))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	host, _ := os.Hostname()
+	return &eventRecorder{broadcaster: b, rec: b.NewRecorder(scheme, corev1.EventSource{Component: EventSource, Host: host})}, nil
+}
+
+// Eventf records an event regarding regarding (related and action are not recorded).
+func (r *eventRecorder) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+	r.rec.Eventf(regarding, eventtype, reason, note, args...)
+}
+
+// Shutdown stops the broadcaster; events recorded afterwards are dropped.
+func (r *eventRecorder) Shutdown() { r.broadcaster.Shutdown() }
