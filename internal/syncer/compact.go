@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -60,8 +61,7 @@ type compactObject struct {
 	metav1.TypeMeta
 	// ObjectMeta holds the metadata but labels and annotations (always nil here).
 	metav1.ObjectMeta
-	// labels and annotations are key, value, key, value… sorted by key: a Go map costs a whole
-	// group of eight slots (~340 bytes) even for the single label most objects carry.
+	// labels and annotations as stringPairs: interned key sets and the values.
 	labels, annotations stringPairs
 	// rest is the JSON of the object's top-level fields other than apiVersion, kind and metadata.
 	rest []byte
@@ -90,44 +90,77 @@ func (c *compactObject) SetAnnotations(annotations map[string]string) {
 	c.annotations = pairsOf(annotations)
 }
 
-// stringPairs is a string map as key, value, key, value…, sorted by key, its strings interned
-// (keys up to maxInterned bytes, values up to maxInternedValue). nil is no map; empty, an empty
+// stringPairs is a string map held as its keys, sorted and joined into one interned string
+// (the objects of a kind carry the same few sets of label and annotation keys, so ten thousand
+// objects share one copy of each set and hold 8 bytes for it), and the values in key order. A
+// Go map would cost a whole group of eight slots (~340 bytes) even for the single label most
+// objects carry, and a key string per entry. No values (nil) is no map; an empty slice, an empty
 // one.
-type stringPairs []string
+type stringPairs struct {
+	// keys is every key, in sorted order, each preceded by its length as a uvarint; unset when
+	// values is empty.
+	keys   unique.Handle[string]
+	values []string
+}
 
 func pairsOf(m map[string]string) stringPairs {
 	if m == nil {
-		return nil
+		return stringPairs{}
 	}
 	keys := make([]string, 0, len(m))
+	n := 0
 	for k := range m {
 		keys = append(keys, k)
+		n += len(k) + binary.MaxVarintLen64
 	}
 	slices.Sort(keys)
-	out := make(stringPairs, 0, 2*len(m))
-	for _, k := range keys {
-		out = append(out, intern(k), internUpTo(m[k], maxInternedValue))
+	p := stringPairs{values: make([]string, len(keys))}
+	if len(keys) == 0 {
+		return p
 	}
-	return out
+	joined := make([]byte, 0, n)
+	for i, k := range keys {
+		joined = binary.AppendUvarint(joined, uint64(len(k)))
+		joined = append(joined, k...)
+		p.values[i] = internUpTo(m[k], maxInternedValue)
+	}
+	p.keys = unique.Make(string(joined))
+	return p
+}
+
+// each calls f with every key and value in key order.
+func (p stringPairs) each(f func(k, v string)) {
+	if len(p.values) == 0 {
+		return
+	}
+	keys := p.keys.Value()
+	for _, v := range p.values {
+		// The key's length, a uvarint written by pairsOf.
+		n, shift, i := 0, 0, 0
+		for ; keys[i] >= 0x80; i++ {
+			n |= int(keys[i]&0x7f) << shift
+			shift += 7
+		}
+		n |= int(keys[i]) << shift
+		keys = keys[i+1:]
+		f(keys[:n], v)
+		keys = keys[n:]
+	}
 }
 
 // toAnyMap is the pairs as an unstructured object's map.
 func (p stringPairs) toAnyMap() map[string]any {
-	m := make(map[string]any, len(p)/2)
-	for i := 0; i+1 < len(p); i += 2 {
-		m[p[i]] = p[i+1]
-	}
+	m := make(map[string]any, len(p.values))
+	p.each(func(k, v string) { m[k] = v })
 	return m
 }
 
 func (p stringPairs) toMap() map[string]string {
-	if p == nil {
+	if p.values == nil {
 		return nil
 	}
-	m := make(map[string]string, len(p)/2)
-	for i := 0; i+1 < len(p); i += 2 {
-		m[p[i]] = p[i+1]
-	}
+	m := make(map[string]string, len(p.values))
+	p.each(func(k, v string) { m[k] = v })
 	return m
 }
 
@@ -198,10 +231,10 @@ func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 	if md["creationTimestamp"] == nil {
 		delete(md, "creationTimestamp")
 	}
-	if len(c.labels) > 0 {
+	if len(c.labels.values) > 0 {
 		md["labels"] = c.labels.toAnyMap()
 	}
-	if len(c.annotations) > 0 {
+	if len(c.annotations.values) > 0 {
 		md["annotations"] = c.annotations.toAnyMap()
 	}
 	obj["metadata"] = md

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -99,6 +100,7 @@ func TestCacheTransform(t *testing.T) {
 		{"a label value", ca.GetLabels()["regionsync.dev/region"], cb.GetLabels()["regionsync.dev/region"], true},
 		{"an annotation value", ca.GetAnnotations()["regionsync.dev/sync-remote-generation"], cb.GetAnnotations()["regionsync.dev/sync-remote-generation"], true},
 		{"a finalizer", ca.Finalizers[0], cb.Finalizers[0], true},
+		{"the annotation key set", ca.annotations.keys.Value(), cb.annotations.keys.Value(), true},
 		{"a long value", ca.GetAnnotations()["note"], cb.GetAnnotations()["note"], false},
 	} {
 		if got := sameBacking(c.x, c.y); got != c.shared {
@@ -187,4 +189,52 @@ func withoutNilTimestamp(m map[string]any) map[string]any {
 		delete(m, "creationTimestamp")
 	}
 	return m
+}
+
+// TestStringPairs: a label or annotation map survives the compact form exactly — nil and empty
+// stay apart, keys of any length and content (long keys take a multi-byte length), values as
+// given — and equal key sets share one interned string.
+func TestStringPairs(t *testing.T) {
+	long := strings.Repeat("k", 300)
+	for name, m := range map[string]map[string]string{
+		"nil":             nil,
+		"empty":           {},
+		"one":             {"regionsync.dev/region": "us-east-1"},
+		"sorted on write": {"b": "2", "a": "1", "c": ""},
+		"empty key":       {"": "v", "a": "w"},
+		"long key":        {long: "x", "a": strings.Repeat("v", 200), "z" + long: "y"},
+		"odd bytes":       {"k\x00\x80\xff": "v\x00", "\x7f": "\x81"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := pairsOf(m)
+			if got := p.toMap(); !reflect.DeepEqual(got, m) {
+				t.Fatalf("toMap: %#v, want %#v", got, m)
+			}
+			if got, want := p.toAnyMap(), len(m); len(got) != want {
+				t.Fatalf("toAnyMap: %d entries, want %d", len(got), want)
+			}
+			var keys []string
+			p.each(func(k, _ string) { keys = append(keys, k) })
+			if !slices.IsSorted(keys) {
+				t.Fatalf("keys out of order: %q", keys)
+			}
+		})
+	}
+	a := pairsOf(map[string]string{"x": "1", "y": "2"})
+	b := pairsOf(map[string]string{"y": "3", "x": "4"})
+	if a.keys != b.keys || !sameBacking(a.keys.Value(), b.keys.Value()) {
+		t.Fatal("equal key sets are not shared")
+	}
+}
+
+// FuzzStringPairs: any map of strings survives pairsOf and toMap.
+func FuzzStringPairs(f *testing.F) {
+	f.Add("a", "1", "b", "2", "")
+	f.Add(strings.Repeat("k", 200), "", "\x00", "\xff", "v")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3 string) {
+		m := map[string]string{k1: v1, k2: v2, k3: v1 + v2}
+		if got := pairsOf(m).toMap(); !reflect.DeepEqual(got, m) {
+			t.Fatalf("toMap: %#v, want %#v", got, m)
+		}
+	})
 }
