@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -111,22 +114,29 @@ func loadParams(t *testing.T) params {
 type row struct{ figure, regionsync, baseline, ratio, target, verdict string }
 
 type report struct {
+	mu    sync.Mutex // figures run goroutines (profiles) that add notes
 	rows  []row
 	notes []string
 }
 
 func (r *report) add(figure, rs, base, ratio, target, verdict string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.rows = append(r.rows, row{figure, rs, base, ratio, target, verdict})
 	fmt.Printf("BENCH %s: %s (baseline %s, ratio %s, target %s) %s\n", figure, rs, base, ratio, target, verdict)
 }
 
 func (r *report) note(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))
 	fmt.Printf("BENCH note: %s\n", r.notes[len(r.notes)-1])
 }
 
 // print renders the table as Markdown (docs/performance.md holds it as printed), then the notes.
 func (r *report) print(header string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var b strings.Builder
 	b.WriteString(header + "\n")
 	b.WriteString("| figure | regionsync | baseline (same run) | ratio | target |\n|---|---|---|---|---|\n")
@@ -351,6 +361,27 @@ func (b *suite) initialSync(n int, last bool) {
 			}})
 		}
 	}
+	// Both replicas' CPU profiles over 15 s of the last size's initial sync (from a fifth of
+	// it), for go tool pprof: where the agent's time per object goes, leader and warm standby.
+	var started atomic.Pointer[[]*agentProc]
+	var profiling sync.WaitGroup
+	if last && n >= 1000 {
+		marks = append(marks, milestone{at: n / 5, fn: func() {
+			agents := started.Load()
+			if agents == nil {
+				b.r.note("initial sync of %d: no CPU profiles (synced before the agents were recorded)", n)
+				return
+			}
+			for _, a := range *agents {
+				profiling.Go(func() {
+					path := filepath.Join(b.dir, fmt.Sprintf("cpu-initial-%d-%s.pb.gz", n, a.name))
+					if err := saveProfile(ctx, a.pprof, "profile?seconds=15", path); err != nil {
+						b.r.note("initial sync of %d: no CPU profile of %s: %v", n, a.name, err)
+					}
+				})
+			}
+		}})
+	}
 	var first time.Time
 	firstDone := make(chan struct{})
 	marks = append(marks, milestone{at: 1, fn: func() { first = time.Now(); close(firstDone) }})
@@ -368,6 +399,7 @@ func (b *suite) initialSync(n int, last bool) {
 		}
 		agents = append(agents, a)
 	}
+	started.Store(&agents)
 	timeout := 5*time.Minute + time.Duration(n)*60*time.Millisecond
 	var elapsed time.Duration
 	select {
@@ -381,6 +413,7 @@ func (b *suite) initialSync(n int, last bool) {
 		n = count
 	}
 	time.Sleep(2 * time.Second) // the last writes land
+	profiling.Wait()
 	am1, al1, err := b.scrapeBoth()
 	if err != nil {
 		b.t.Fatal(err)
