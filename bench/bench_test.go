@@ -446,6 +446,9 @@ func (b *suite) initialSync(n int, last bool) {
 		"the plain client's (2 / 1)", verdict(round2(agentW[0]) <= round2(plainW[0]) && round2(agentW[1]) <= round2(plainW[1])))
 	b.r.note("initial sync of %d, all management writes: %s", n, diff(am0, am1).writesSummary())
 	b.r.note("initial sync of %d, all region writes: %s", n, diff(al0, al1).writesSummary())
+	b.r.note("initial sync of %d, the agent's other requests: management %s; the region %s", n, diff(am0, am1).readsSummary(), diff(al0, al1).readsSummary())
+	b.r.note("initial sync of %d: management answered %s, the region %s; the plain client's: management %s, the region %s",
+		n, requestsSince(am0, am1), requestsSince(al0, al1), requestsSince(pm0, pm1), requestsSince(pl0, pl1))
 	if last && b.p.Figures["live"] {
 		var worst time.Duration
 		var parts []string

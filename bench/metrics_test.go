@@ -171,14 +171,21 @@ func tenantWrites(sub string) func(reqKey) bool {
 }
 
 // writesSummary lists the writes of a delta by series, most first ("PUT leases.coordination.k8s.io 12, ...").
-func (d delta) writesSummary() string {
+func (d delta) writesSummary() string { return d.summary(isWrite) }
+
+// readsSummary is writesSummary for every other request (gets, lists, watches).
+func (d delta) readsSummary() string {
+	return d.summary(func(k reqKey) bool { return !isWrite(k) })
+}
+
+func (d delta) summary(which func(reqKey) bool) string {
 	type kv struct {
 		k reqKey
 		v float64
 	}
 	var list []kv
 	for k, v := range d.requests {
-		if isWrite(k) {
+		if v > 0 && which(k) {
 			list = append(list, kv{k, v})
 		}
 	}

@@ -282,8 +282,23 @@ func TestLeaderFailover(t *testing.T) {
 	// The claim on management keeps its shipped timings (renewed every 10 s, 60 s lease): a new
 	// local leader of the fleet takes it over at once, whatever they are.
 	cfg.Management.Claim = config.LeaseTimings{}
+	// As the shipped overlays do: a local secret per Tenant, whose cache a standby keeps warm too.
+	cfg.Resources[0].Secrets = []string{"tenant-token"}
 	e.create(e.management.Client, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "us-east-1"}})
 	procs := []*proc{startAgent(t, "replica-a", local, cfg), startAgent(t, "replica-b", local, cfg)}
+	// Every replica, the standby too, has the kind warm (both clusters' caches and the secret's)
+	// before it leads: a takeover lists nothing.
+	waitWarm := func(procs []*proc) {
+		t.Helper()
+		for _, p := range procs {
+			e.eventually(p.name+" warm", 30*time.Second, func() error {
+				if v, err := p.metric("regionsync_kind_warm", `resource="Tenant.demo.regionsync.dev"`); err != nil || v != 1 {
+					return fmt.Errorf("regionsync_kind_warm = %v (%v)", v, err)
+				}
+				return nil
+			})
+		}
+	}
 	e.tenant("acme", "t0-us-east-1")
 	e.waitLocal(local, "acme", "t0", 30*time.Second)
 
@@ -303,6 +318,7 @@ func TestLeaderFailover(t *testing.T) {
 
 	next := 3
 	for round := 1; round <= 4; round++ {
+		waitWarm(procs)
 		sig := syscall.SIGTERM
 		if round%2 == 0 {
 			sig = syscall.SIGKILL
@@ -317,6 +333,9 @@ func TestLeaderFailover(t *testing.T) {
 		t.Logf("round %d: %v on the leader %s -> new object synced by the standby after %s", round, sig, leader.name, handover.Round(10*time.Millisecond))
 		if sig == syscall.SIGKILL && handover > cfg.LeaderElection.LeaseDuration.Duration+10*time.Second {
 			t.Errorf("crash handover took %s, want within the lease duration + a few seconds", handover)
+		}
+		if sig == syscall.SIGTERM && handover > 10*time.Second {
+			t.Errorf("graceful handover took %s, want a few seconds (the leases are released, the standby is warm)", handover)
 		}
 		// Replace the stopped replica so that the next round has a standby again.
 		var alive []*proc

@@ -49,8 +49,17 @@ func (e *Engine) localPrototype(gvk schema.GroupVersionKind) (client.Object, err
 	return newTypedObject(e.mgr.GetScheme(), gvk)
 }
 
-// addSecretCaches adds to mgr one small cache per local secret name of cfg, selected by field:
-// the agent never caches other Secrets.
+// standbyCache is a cache the manager starts on every replica, leader or not: a bare cache.Cache
+// added to a manager is a leader-election runnable, started only once the replica leads, so a
+// warm standby's kinds could not become available (warm) until it had taken over, and the first
+// sync after a failover waited for a cache to list and for warm's next retry.
+type standbyCache struct{ cache.Cache }
+
+// NeedLeaderElection is false: the cache runs on every replica.
+func (standbyCache) NeedLeaderElection() bool { return false }
+
+// addSecretCaches adds to mgr one small cache per local secret name of cfg, selected by field
+// (the agent never caches other Secrets), started on every replica.
 func addSecretCaches(mgr manager.Manager, cfg *config.AgentConfig) (map[string]cache.Cache, error) {
 	caches := map[string]cache.Cache{}
 	for _, res := range cfg.Resources {
@@ -70,7 +79,7 @@ func addSecretCaches(mgr manager.Manager, cfg *config.AgentConfig) (map[string]c
 			if err != nil {
 				return nil, fmt.Errorf("cache of local secrets named %s: %w", name, err)
 			}
-			if err := mgr.Add(c); err != nil {
+			if err := mgr.Add(standbyCache{c}); err != nil {
 				return nil, err
 			}
 			caches[name] = c

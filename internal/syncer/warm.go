@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/regionsync/regionsync/internal/retry"
+	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
 // cacheWaitTimeout bounds every wait for a cache: one attempt to start and sync a kind's
@@ -25,6 +26,8 @@ const cacheWaitTimeout = time.Minute
 // for the engine's lifetime, and marks the kind available. The other kinds are never waited for.
 func (e *Engine) warm(ctx context.Context, remote cluster.Cluster, i int, k *kind) {
 	r := k.r
+	warm := telemetry.KindWarm.WithLabelValues(r.Name())
+	warm.Set(0)
 	_ = retry.Until(ctx, restartBackoff, func(ctx context.Context, backoff time.Duration) (bool, error) {
 		infs, side, err := e.informers(ctx, remote, k)
 		if err == nil {
@@ -32,6 +35,7 @@ func (e *Engine) warm(ctx context.Context, remote cluster.Cluster, i int, k *kin
 		}
 		if err == nil {
 			close(r.available)
+			warm.Set(1)
 			return true, nil
 		}
 		if ctx.Err() == nil {

@@ -93,6 +93,14 @@ var (
 		Help: "Writes held back because another writer keeps undoing the agent's writes on an object, by resource kind and cluster (management, local).",
 	}, []string{labelResource, "cluster"})
 
+	// KindWarm is 1 once a kind's informers on both clusters and its secrets' caches have synced
+	// on this replica (leader or standby), with its event handlers registered: the replica can
+	// sync the kind at once, a standby can take over without listing anything. 0 until then.
+	KindWarm = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regionsync_kind_warm",
+		Help: "1 once the kind's caches on both clusters (and its secrets' caches) have synced on this replica, leader or warm standby; 0 while they are retried.",
+	}, []string{labelResource})
+
 	// ManagementConnected is 1 while the management cluster answers.
 	ManagementConnected = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "regionsync_management_connected",
@@ -110,7 +118,7 @@ var (
 // Collectors are every regionsync metric.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch}
+		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm}
 }
 
 func init() {
