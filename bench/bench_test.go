@@ -314,10 +314,12 @@ func (b *suite) initialSync(n int, last bool) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	pc0, pt0 := machineCPU()
 	plain, err := plainSync(ctx, b.plainMgmt, b.plainLocal, b.tr.keys, e.baseRegion, fmt.Sprintf("tenant-base%d", n), basePairs, b.concurrency)
 	if err != nil {
 		b.t.Fatalf("plain client: %v", err)
 	}
+	plainBusy := busySince(pc0, pt0)
 	pm1, pl1, err := b.scrapeBoth()
 	if err != nil {
 		b.t.Fatal(err)
@@ -389,6 +391,7 @@ func (b *suite) initialSync(n int, last bool) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	ac0, at0 := machineCPU()
 	done := b.tr.startCount(region, n, marks...)
 	start := time.Now()
 	agents := make([]*agentProc, 0, e.replicas)
@@ -412,6 +415,7 @@ func (b *suite) initialSync(n int, last bool) {
 		b.errorf("initial sync of %d: only %d synced after %s", n, count, timeout)
 		n = count
 	}
+	agentBusy := busySince(ac0, at0)
 	time.Sleep(2 * time.Second) // the last writes land
 	profiling.Wait()
 	am1, al1, err := b.scrapeBoth()
@@ -447,8 +451,8 @@ func (b *suite) initialSync(n int, last bool) {
 	b.r.note("initial sync of %d, all management writes: %s", n, diff(am0, am1).writesSummary())
 	b.r.note("initial sync of %d, all region writes: %s", n, diff(al0, al1).writesSummary())
 	b.r.note("initial sync of %d, the agent's other requests: management %s; the region %s", n, diff(am0, am1).readsSummary(), diff(al0, al1).readsSummary())
-	b.r.note("initial sync of %d: management answered %s, the region %s; the plain client's: management %s, the region %s",
-		n, requestsSince(am0, am1), requestsSince(al0, al1), requestsSince(pm0, pm1), requestsSince(pl0, pl1))
+	b.r.note("initial sync of %d: management answered %s, the region %s, the machine's CPU %s busy; the plain client's: management %s, the region %s, the machine's CPU %s busy",
+		n, requestsSince(am0, am1), requestsSince(al0, al1), agentBusy, requestsSince(pm0, pm1), requestsSince(pl0, pl1), plainBusy)
 	if last && b.p.Figures["live"] {
 		var worst time.Duration
 		var parts []string

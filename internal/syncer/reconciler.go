@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -136,7 +137,7 @@ const firstPassRecheck = 2 * time.Second
 
 // firstPassDone reports whether the kind's first pass over the shard finished: its informers
 // exist and every shard object the management cache holds has a state.
-func (r *Reconciler) firstPassDone(ctx context.Context, remote client.Reader) bool {
+func (r *Reconciler) firstPassDone(ctx context.Context, remote cache.Cache) bool {
 	if r.firstPass.Load() {
 		return true
 	}
@@ -151,13 +152,12 @@ func (r *Reconciler) firstPassDone(ctx context.Context, remote client.Reader) bo
 		return false
 	}
 	r.firstPassAt = time.Now()
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(shard.ListGVK(r.GVK))
-	if err := remote.List(ctx, list); err != nil {
+	keys, err := cachedKeys(ctx, remote, r.GVK)
+	if err != nil {
+		r.Log.Error(err, "checking the first pass")
 		return false
 	}
-	for i := range list.Items {
-		key := objectRef(&list.Items[i])
+	for _, key := range keys {
 		if _, err := r.Mapper.ToLocal(key); errors.Is(err, shard.ErrNotInShard) {
 			continue
 		}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -150,14 +150,36 @@ func (e *Engine) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 	if s == nil {
 		return nil, ErrNoSession
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(shard.ListGVK(gvk))
-	if err := (*s).GetCache().List(ctx, list); err != nil {
+	return cachedKeys(ctx, (*s).GetCache(), gvk)
+}
+
+// storeInformer is what a controller-runtime cache's informer is: a client-go shared informer
+// with its store.
+type storeInformer interface {
+	GetStore() toolscache.Store
+}
+
+// cachedKeys lists the keys of the objects of kind gvk in c, without reading the objects: a
+// cache read deep-copies (for a compacted object: decodes) every object it returns, which for
+// a shard of 10,000 objects costs a third of a second of CPU, where walking the keys costs
+// microseconds.
+func cachedKeys(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind) ([]types.NamespacedName, error) {
+	inf, err := c.GetInformer(ctx, unstructuredFor(gvk))
+	if err != nil {
 		return nil, err
 	}
-	keys := make([]types.NamespacedName, len(list.Items))
-	for i := range list.Items {
-		keys[i] = objectRef(&list.Items[i])
+	si, ok := inf.(storeInformer)
+	if !ok {
+		return nil, fmt.Errorf("the cache's informer of %s (%T) has no store", shard.KindName(gvk), inf)
+	}
+	raw := si.GetStore().ListKeys()
+	keys := make([]types.NamespacedName, 0, len(raw))
+	for _, k := range raw {
+		ns, name, err := toolscache.SplitMetaNamespaceKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("cache key %q of %s: %w", k, shard.KindName(gvk), err)
+		}
+		keys = append(keys, types.NamespacedName{Namespace: ns, Name: name})
 	}
 	return keys, nil
 }
