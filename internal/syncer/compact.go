@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,10 +50,13 @@ func cacheTransform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
 // object is a tree of maps decoded from JSON: every map, key and value is its own allocation, and
 // for the small objects a region syncs the tree costs several times the object's JSON. The
 // compact form keeps the metadata typed (what informers, indexes, selectors and the event
-// handlers read, through truthful metav1.Object accessors; labels and annotations as sorted
-// pairs rather than maps) and the rest of the object (spec, status, any other top-level field) as
-// the JSON it arrived in; short strings shared across objects (label and annotation keys and
-// values, finalizers, namespaces, the kind) are interned, so ten thousand copies hold one of each.
+// handlers read, through truthful metav1.Object accessors: the fields every object has on their
+// own, the rarely present ones behind one pointer, labels and annotations as interned key sets
+// with their values rather than maps) and the rest of the object (spec, status, any other
+// top-level field) as the JSON it arrived in; short strings shared across objects (label and
+// annotation keys and values, finalizers, namespaces, the kind) are interned, so ten thousand
+// copies hold one of each. An entry is 232 bytes plus its strings and JSON (metav1.ObjectMeta
+// alone is 232).
 //
 // Readers never see it: DeepCopyObject, which controller-runtime's cache reader calls on every
 // Get and List, expands it into the *unstructured.Unstructured the caller asked for (the same
@@ -59,12 +64,29 @@ func cacheTransform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
 // as a client.Object and read its metadata only.
 type compactObject struct {
 	metav1.TypeMeta
-	// ObjectMeta holds the metadata but labels and annotations (always nil here).
-	metav1.ObjectMeta
+	// The metadata every object has, as fields of their own: metav1.ObjectMeta is 232 bytes,
+	// most of it for fields few objects carry (rare).
+	name, namespace, uid, resourceVersion string
+	generation                            int64
+	// created is the creationTimestamp in Unix seconds, the API's precision (a zero time
+	// included: time.Time{}.Unix() converts back to the zero time).
+	created    int64
+	finalizers []string
 	// labels and annotations as stringPairs: interned key sets and the values.
 	labels, annotations stringPairs
+	// rare is the metadata most objects lack (nil when they do): generateName, selfLink,
+	// deletion timestamp and grace period, owner references.
+	rare *rareMeta
 	// rest is the JSON of the object's top-level fields other than apiVersion, kind and metadata.
 	rest []byte
+}
+
+// rareMeta is the metadata of a compactObject that most objects lack.
+type rareMeta struct {
+	generateName, selfLink     string
+	deletionTimestamp          *metav1.Time
+	deletionGracePeriodSeconds *int64
+	ownerReferences            []metav1.OwnerReference
 }
 
 var (
@@ -73,8 +95,98 @@ var (
 	_ metav1.ObjectMetaAccessor = &compactObject{}
 )
 
-// GetObjectMeta returns c itself: its labels and annotations are not in the embedded ObjectMeta.
+// GetObjectMeta returns c itself.
 func (c *compactObject) GetObjectMeta() metav1.Object { return c }
+
+// GetNamespace returns the namespace.
+func (c *compactObject) GetNamespace() string { return c.namespace }
+
+// SetNamespace sets the namespace.
+func (c *compactObject) SetNamespace(namespace string) { c.namespace = intern(namespace) }
+
+// GetName returns the name.
+func (c *compactObject) GetName() string { return c.name }
+
+// SetName sets the name.
+func (c *compactObject) SetName(name string) { c.name = name }
+
+// GetGenerateName returns the generateName.
+func (c *compactObject) GetGenerateName() string {
+	if c.rare == nil {
+		return ""
+	}
+	return c.rare.generateName
+}
+
+// SetGenerateName sets the generateName.
+func (c *compactObject) SetGenerateName(name string) {
+	c.setRare(func(r *rareMeta) { r.generateName = name })
+}
+
+// GetUID returns the UID.
+func (c *compactObject) GetUID() types.UID { return types.UID(c.uid) }
+
+// SetUID sets the UID.
+func (c *compactObject) SetUID(uid types.UID) { c.uid = string(uid) }
+
+// GetResourceVersion returns the resourceVersion.
+func (c *compactObject) GetResourceVersion() string { return c.resourceVersion }
+
+// SetResourceVersion sets the resourceVersion.
+func (c *compactObject) SetResourceVersion(version string) { c.resourceVersion = version }
+
+// GetGeneration returns the generation.
+func (c *compactObject) GetGeneration() int64 { return c.generation }
+
+// SetGeneration sets the generation.
+func (c *compactObject) SetGeneration(generation int64) { c.generation = generation }
+
+// GetSelfLink returns the selfLink.
+func (c *compactObject) GetSelfLink() string {
+	if c.rare == nil {
+		return ""
+	}
+	return c.rare.selfLink
+}
+
+// SetSelfLink sets the selfLink.
+func (c *compactObject) SetSelfLink(selfLink string) {
+	c.setRare(func(r *rareMeta) { r.selfLink = selfLink })
+}
+
+// GetCreationTimestamp returns the creationTimestamp (to the second, the API's precision).
+func (c *compactObject) GetCreationTimestamp() metav1.Time {
+	return metav1.NewTime(time.Unix(c.created, 0).UTC())
+}
+
+// SetCreationTimestamp sets the creationTimestamp (to the second).
+func (c *compactObject) SetCreationTimestamp(timestamp metav1.Time) { c.created = timestamp.Unix() }
+
+// GetDeletionTimestamp returns the deletionTimestamp (nil when the object is not being deleted).
+func (c *compactObject) GetDeletionTimestamp() *metav1.Time {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.deletionTimestamp
+}
+
+// SetDeletionTimestamp sets the deletionTimestamp.
+func (c *compactObject) SetDeletionTimestamp(timestamp *metav1.Time) {
+	c.setRare(func(r *rareMeta) { r.deletionTimestamp = timestamp })
+}
+
+// GetDeletionGracePeriodSeconds returns the deletion grace period (nil when unset).
+func (c *compactObject) GetDeletionGracePeriodSeconds() *int64 {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.deletionGracePeriodSeconds
+}
+
+// SetDeletionGracePeriodSeconds sets the deletion grace period.
+func (c *compactObject) SetDeletionGracePeriodSeconds(seconds *int64) {
+	c.setRare(func(r *rareMeta) { r.deletionGracePeriodSeconds = seconds })
+}
 
 // GetLabels returns a new map of the labels (nil when there are none).
 func (c *compactObject) GetLabels() map[string]string { return c.labels.toMap() }
@@ -88,6 +200,53 @@ func (c *compactObject) GetAnnotations() map[string]string { return c.annotation
 // SetAnnotations replaces the annotations.
 func (c *compactObject) SetAnnotations(annotations map[string]string) {
 	c.annotations = pairsOf(annotations)
+}
+
+// GetFinalizers returns the finalizers.
+func (c *compactObject) GetFinalizers() []string { return c.finalizers }
+
+// SetFinalizers replaces the finalizers.
+func (c *compactObject) SetFinalizers(finalizers []string) { c.finalizers = internAll(finalizers) }
+
+// GetOwnerReferences returns the owner references.
+func (c *compactObject) GetOwnerReferences() []metav1.OwnerReference {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.ownerReferences
+}
+
+// SetOwnerReferences replaces the owner references.
+func (c *compactObject) SetOwnerReferences(references []metav1.OwnerReference) {
+	c.setRare(func(r *rareMeta) { r.ownerReferences = references })
+}
+
+// GetManagedFields returns nil: the caches drop managedFields.
+func (c *compactObject) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+
+// SetManagedFields does nothing: the caches drop managedFields.
+func (c *compactObject) SetManagedFields([]metav1.ManagedFieldsEntry) {}
+
+// setRare applies set to the rare metadata, which exists only while one of its fields is set.
+func (c *compactObject) setRare(set func(*rareMeta)) {
+	r := rareMeta{}
+	if c.rare != nil {
+		r = *c.rare
+	}
+	set(&r)
+	if r.generateName == "" && r.selfLink == "" && r.deletionTimestamp == nil && r.deletionGracePeriodSeconds == nil && r.ownerReferences == nil {
+		c.rare = nil
+		return
+	}
+	c.rare = &r
+}
+
+// internAll interns every string of list in place and returns it.
+func internAll(list []string) []string {
+	for i := range list {
+		list[i] = intern(list[i])
+	}
+	return list
 }
 
 // stringPairs is a string map held as its keys, sorted and joined into one interned string
@@ -169,21 +328,23 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 	c := &compactObject{}
 	c.APIVersion = intern(u.GetAPIVersion())
 	c.Kind = intern(u.GetKind())
+	var m metav1.ObjectMeta
 	if md, ok := u.Object["metadata"].(map[string]any); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, &c.ObjectMeta); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, &m); err != nil {
 			return nil, fmt.Errorf("metadata: %w", err)
 		}
 	}
-	c.ManagedFields = nil
-	c.Namespace = intern(c.Namespace)
-	c.labels, c.annotations = pairsOf(c.Labels), pairsOf(c.Annotations)
-	c.Labels, c.Annotations = nil, nil
-	for i := range c.Finalizers {
-		c.Finalizers[i] = intern(c.Finalizers[i])
-	}
-	for i := range c.OwnerReferences {
-		r := &c.OwnerReferences[i]
+	c.name, c.namespace, c.uid, c.resourceVersion = m.Name, intern(m.Namespace), string(m.UID), m.ResourceVersion
+	c.generation, c.created = m.Generation, m.CreationTimestamp.Unix()
+	c.finalizers = internAll(m.Finalizers)
+	c.labels, c.annotations = pairsOf(m.Labels), pairsOf(m.Annotations)
+	for i := range m.OwnerReferences {
+		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
+	}
+	if m.GenerateName != "" || m.SelfLink != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
+		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.SelfLink, deletionTimestamp: m.DeletionTimestamp,
+			deletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ownerReferences: m.OwnerReferences}
 	}
 	rest := make(map[string]any, len(u.Object))
 	for k, v := range u.Object {
@@ -209,7 +370,7 @@ func (c *compactObject) DeepCopyObject() runtime.Object {
 	u, err := c.expand()
 	if err != nil {
 		// rest was encoded by compact from decoded JSON values: it always decodes.
-		panic(fmt.Sprintf("cached %s %s/%s does not expand: %v", c.Kind, c.Namespace, c.Name, err))
+		panic(fmt.Sprintf("cached %s %s/%s does not expand: %v", c.Kind, c.namespace, c.name, err))
 	}
 	return u
 }
@@ -224,7 +385,15 @@ func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 	}
 	// The embedded ObjectMeta has no labels or annotations: they go into the map directly, as
 	// the API server omits them (empty maps included).
-	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c.ObjectMeta)
+	m := metav1.ObjectMeta{
+		Name: c.name, Namespace: c.namespace, UID: types.UID(c.uid), ResourceVersion: c.resourceVersion,
+		Generation: c.generation, CreationTimestamp: c.GetCreationTimestamp(), Finalizers: c.finalizers,
+	}
+	if r := c.rare; r != nil {
+		m.GenerateName, m.SelfLink, m.DeletionTimestamp = r.generateName, r.selfLink, r.deletionTimestamp
+		m.DeletionGracePeriodSeconds, m.OwnerReferences = r.deletionGracePeriodSeconds, r.ownerReferences
+	}
+	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&m)
 	if err != nil {
 		return nil, err
 	}

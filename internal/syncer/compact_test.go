@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,10 +51,10 @@ func TestCacheTransform(t *testing.T) {
 	if obj.GetName() != "acme" || obj.GetNamespace() != "tenant-a" || obj.GetResourceVersion() != "12" ||
 		obj.GetGeneration() != 3 || obj.GetLabels()["regionsync.dev/region"] != "us-east-1" ||
 		len(obj.GetFinalizers()) != 1 || obj.GetManagedFields() != nil {
-		t.Fatalf("compacted metadata: %+v", ca.ObjectMeta)
+		t.Fatalf("compacted metadata: %+v", ca)
 	}
-	if ca.Labels != nil || ca.Annotations != nil { // the embedded ObjectMeta's maps
-		t.Fatal("labels or annotations held twice (as maps in ObjectMeta too)")
+	if ca.rare != nil { // no generateName, selfLink, deletion or owners: nothing rare to hold
+		t.Fatalf("rare metadata held for an object without any: %+v", ca.rare)
 	}
 	if acc, err := meta.Accessor(ca); err != nil || acc.GetAnnotations()["regionsync.dev/sync-remote-generation"] != "3" ||
 		ca.GetObjectMeta().GetLabels()["regionsync.dev/region"] != "us-east-1" {
@@ -95,11 +96,11 @@ func TestCacheTransform(t *testing.T) {
 		shared bool
 	}{
 		{"the kind", ca.Kind, cb.Kind, true},
-		{"the namespace", ca.Namespace, cb.Namespace, true},
+		{"the namespace", ca.GetNamespace(), cb.GetNamespace(), true},
 		{"a label key", keyOf(t, ca.GetLabels(), "regionsync.dev/region"), keyOf(t, cb.GetLabels(), "regionsync.dev/region"), true},
 		{"a label value", ca.GetLabels()["regionsync.dev/region"], cb.GetLabels()["regionsync.dev/region"], true},
 		{"an annotation value", ca.GetAnnotations()["regionsync.dev/sync-remote-generation"], cb.GetAnnotations()["regionsync.dev/sync-remote-generation"], true},
-		{"a finalizer", ca.Finalizers[0], cb.Finalizers[0], true},
+		{"a finalizer", ca.GetFinalizers()[0], cb.GetFinalizers()[0], true},
 		{"the annotation key set", ca.annotations.keys.Value(), cb.annotations.keys.Value(), true},
 		{"a long value", ca.GetAnnotations()["note"], cb.GetAnnotations()["note"], false},
 	} {
@@ -237,4 +238,64 @@ func FuzzStringPairs(f *testing.F) {
 			t.Fatalf("toMap: %#v, want %#v", got, m)
 		}
 	})
+}
+
+// TestCompactObjectAccessors: the compact form's metav1.Object methods behave as
+// metav1.ObjectMeta's (managedFields aside, which the caches drop, and timestamps to the second,
+// the API's precision), whatever is set, and the rare fields cost nothing once cleared.
+func TestCompactObjectAccessors(t *testing.T) {
+	deleted := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	grace := int64(30)
+	steps := []struct {
+		name string
+		set  func(metav1.Object)
+	}{
+		{"name", func(o metav1.Object) { o.SetName("acme") }},
+		{"namespace", func(o metav1.Object) { o.SetNamespace("tenant-a") }},
+		{"generateName", func(o metav1.Object) { o.SetGenerateName("acme-") }},
+		{"uid", func(o metav1.Object) { o.SetUID("6f0e1b2c-0000-4000-8000-000000000001") }},
+		{"resourceVersion", func(o metav1.Object) { o.SetResourceVersion("42") }},
+		{"generation", func(o metav1.Object) { o.SetGeneration(7) }},
+		{"selfLink", func(o metav1.Object) { o.SetSelfLink("/apis/x") }},
+		{"creationTimestamp", func(o metav1.Object) {
+			o.SetCreationTimestamp(metav1.NewTime(time.Date(2025, 5, 6, 7, 8, 9, 0, time.UTC)))
+		}},
+		{"deletionTimestamp", func(o metav1.Object) { o.SetDeletionTimestamp(&deleted) }},
+		{"grace", func(o metav1.Object) { o.SetDeletionGracePeriodSeconds(&grace) }},
+		{"labels", func(o metav1.Object) { o.SetLabels(map[string]string{"a": "1"}) }},
+		{"annotations", func(o metav1.Object) { o.SetAnnotations(map[string]string{"b": "2", "c": ""}) }},
+		{"finalizers", func(o metav1.Object) { o.SetFinalizers([]string{"x/y"}) }},
+		{"owners", func(o metav1.Object) {
+			o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "K", Name: "o", UID: "u"}})
+		}},
+		{"clear rare", func(o metav1.Object) {
+			o.SetGenerateName("")
+			o.SetSelfLink("")
+			o.SetDeletionTimestamp(nil)
+			o.SetDeletionGracePeriodSeconds(nil)
+			o.SetOwnerReferences(nil)
+		}},
+		{"clear maps", func(o metav1.Object) { o.SetLabels(nil); o.SetAnnotations(map[string]string{}) }},
+	}
+	c, m := &compactObject{}, &metav1.ObjectMeta{}
+	c.SetCreationTimestamp(metav1.Time{})
+	for _, step := range steps {
+		step.set(c)
+		step.set(m)
+		got, want := snapshot(c), snapshot(m)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("after %s:\n got %#v\nwant %#v", step.name, got, want)
+		}
+	}
+	if c.rare != nil {
+		t.Fatalf("rare metadata kept after every rare field was cleared: %+v", c.rare)
+	}
+}
+
+// snapshot is what metav1.Object's getters return, comparable across implementations.
+func snapshot(o metav1.Object) []any {
+	return []any{o.GetName(), o.GetNamespace(), o.GetGenerateName(), o.GetUID(), o.GetResourceVersion(),
+		o.GetGeneration(), o.GetSelfLink(), o.GetCreationTimestamp().Unix(), o.GetCreationTimestamp().Time.IsZero(),
+		o.GetDeletionTimestamp(), o.GetDeletionGracePeriodSeconds(), o.GetLabels(), o.GetAnnotations(),
+		o.GetFinalizers(), o.GetOwnerReferences()}
 }
