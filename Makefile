@@ -43,7 +43,7 @@ test-rules: ## promtool: check and unit-test the Prometheus alerting rules (inst
 
 # The pure-logic tests of packages that also hold integration tests; a test listed here that
 # needs API servers fails (REGIONSYNC_NO_CONTROL_PLANE), it never starts them.
-SYNCER_PURE_TESTS := ^(TestDesiredReplace|TestIdentityJudge|TestApplyInSync|TestHashSecretData|TestDeletionBudgetAllows|TestBudgetGate|TestStatusRefusal|TestWriteFightThrottle|TestWriteFightFailedWritesAreNotUndone|TestWriteFightSweep|FuzzIsSubset|TestCacheTransform|TestCompactObjectAccessors|FuzzCompactRoundTrip|TestStringPairs|FuzzStringPairs|TestMissedEvents)$$
+SYNCER_PURE_TESTS := ^(TestDesiredReplace|TestIdentityJudge|TestApplyInSync|TestHashSecretData|TestDeletionBudgetAllows|TestBudgetGate|TestStatusRefusal|TestWriteFightThrottle|TestWriteFightFailedWritesAreNotUndone|TestWriteFightSweep|FuzzIsSubset|TestCacheTransform|TestCompactObjectAccessors|FuzzCompactRoundTrip|TestStringPairs|FuzzStringPairs|FuzzUUID|TestMissedEvents)$$
 AGENT_PURE_TESTS := ^TestAgentConfigErrors$$
 test-unit: ## Pure-logic tests only (no control plane is started).
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -count=1 ./pkg/config/ ./internal/shard/... ./internal/retry/ ./internal/telemetry/ ./internal/otlpsink/
@@ -74,6 +74,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (no control plane is started).
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzCompactRoundTrip -fuzztime $(FUZZTIME) ./internal/syncer/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzStringPairs -fuzztime $(FUZZTIME) ./internal/syncer/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzUUID -fuzztime $(FUZZTIME) ./internal/syncer/
 
 demo: control-plane build ## A local management cluster + 2 regions, agents syncing; Ctrl-C tears down.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(BIN)/demo --dir $(CURDIR)/.demo

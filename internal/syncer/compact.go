@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -66,8 +67,11 @@ type compactObject struct {
 	metav1.TypeMeta
 	// The metadata every object has, as fields of their own: metav1.ObjectMeta is 232 bytes,
 	// most of it for fields few objects carry (rare).
-	name, namespace, uid, resourceVersion string
-	generation                            int64
+	name, namespace, resourceVersion string
+	// uid is the UID as the 16 bytes of the UUID API servers generate; any other UID (none is
+	// empty) is in rare.
+	uid        [16]byte
+	generation int64
 	// created is the creationTimestamp in Unix seconds, the API's precision (a zero time
 	// included: time.Time{}.Unix() converts back to the zero time).
 	created    int64
@@ -84,6 +88,7 @@ type compactObject struct {
 // rareMeta is the metadata of a compactObject that most objects lack.
 type rareMeta struct {
 	generateName, selfLink     string
+	uid                        string // a UID that is not a canonical UUID
 	deletionTimestamp          *metav1.Time
 	deletionGracePeriodSeconds *int64
 	ownerReferences            []metav1.OwnerReference
@@ -124,10 +129,80 @@ func (c *compactObject) SetGenerateName(name string) {
 }
 
 // GetUID returns the UID.
-func (c *compactObject) GetUID() types.UID { return types.UID(c.uid) }
+func (c *compactObject) GetUID() types.UID {
+	if c.rare != nil && c.rare.uid != "" {
+		return types.UID(c.rare.uid)
+	}
+	if c.uid == ([16]byte{}) {
+		return ""
+	}
+	return types.UID(formatUUID(c.uid))
+}
 
 // SetUID sets the UID.
-func (c *compactObject) SetUID(uid types.UID) { c.uid = string(uid) }
+func (c *compactObject) SetUID(uid types.UID) {
+	b, ok := parseUUID(string(uid))
+	if !ok || b == ([16]byte{}) {
+		b, ok = [16]byte{}, false
+	}
+	c.uid = b
+	other := ""
+	if !ok {
+		other = string(uid)
+	}
+	if other != "" || (c.rare != nil && c.rare.uid != "") {
+		c.setRare(func(r *rareMeta) { r.uid = other })
+	}
+}
+
+// parseUUID parses the canonical form of a UUID (lowercase hex, 8-4-4-4-12), the form
+// formatUUID gives back: other spellings are not UUIDs here.
+func parseUUID(s string) ([16]byte, bool) {
+	var b [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return b, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+			continue
+		}
+		hi, ok1 := fromHex(s[i])
+		lo, ok2 := fromHex(s[i+1])
+		if !ok1 || !ok2 {
+			return b, false
+		}
+		b[j] = hi<<4 | lo
+		i, j = i+2, j+1
+	}
+	return b, true
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+// formatUUID is the canonical form of b.
+func formatUUID(b [16]byte) string {
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
 
 // GetResourceVersion returns the resourceVersion.
 func (c *compactObject) GetResourceVersion() string { return c.resourceVersion }
@@ -234,7 +309,7 @@ func (c *compactObject) setRare(set func(*rareMeta)) {
 		r = *c.rare
 	}
 	set(&r)
-	if r.generateName == "" && r.selfLink == "" && r.deletionTimestamp == nil && r.deletionGracePeriodSeconds == nil && r.ownerReferences == nil {
+	if r.generateName == "" && r.selfLink == "" && r.uid == "" && r.deletionTimestamp == nil && r.deletionGracePeriodSeconds == nil && r.ownerReferences == nil {
 		c.rare = nil
 		return
 	}
@@ -334,7 +409,7 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 			return nil, fmt.Errorf("metadata: %w", err)
 		}
 	}
-	c.name, c.namespace, c.uid, c.resourceVersion = m.Name, intern(m.Namespace), string(m.UID), m.ResourceVersion
+	c.name, c.namespace, c.resourceVersion = m.Name, intern(m.Namespace), m.ResourceVersion
 	c.generation, c.created = m.Generation, m.CreationTimestamp.Unix()
 	c.finalizers = internAll(m.Finalizers)
 	c.labels, c.annotations = pairsOf(m.Labels), pairsOf(m.Annotations)
@@ -342,8 +417,14 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
 	}
-	if m.GenerateName != "" || m.SelfLink != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
-		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.SelfLink, deletionTimestamp: m.DeletionTimestamp,
+	var otherUID string
+	if b, ok := parseUUID(string(m.UID)); ok && b != ([16]byte{}) {
+		c.uid = b
+	} else {
+		otherUID = string(m.UID)
+	}
+	if m.GenerateName != "" || m.SelfLink != "" || otherUID != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
+		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.SelfLink, uid: otherUID, deletionTimestamp: m.DeletionTimestamp,
 			deletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ownerReferences: m.OwnerReferences}
 	}
 	rest := make(map[string]any, len(u.Object))
@@ -386,7 +467,7 @@ func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 	// The embedded ObjectMeta has no labels or annotations: they go into the map directly, as
 	// the API server omits them (empty maps included).
 	m := metav1.ObjectMeta{
-		Name: c.name, Namespace: c.namespace, UID: types.UID(c.uid), ResourceVersion: c.resourceVersion,
+		Name: c.name, Namespace: c.namespace, UID: c.GetUID(), ResourceVersion: c.resourceVersion,
 		Generation: c.generation, CreationTimestamp: c.GetCreationTimestamp(), Finalizers: c.finalizers,
 	}
 	if r := c.rare; r != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // tenantJSON decodes a Tenant the way an informer does (a fresh allocation per string).
@@ -40,7 +41,7 @@ var tenantGVK = schema.GroupVersionKind{Group: "demo.regionsync.dev", Version: "
 // sharing nothing with the cache; short shared strings are interned, unique and long ones not;
 // other kinds and typed objects are only stripped of managedFields.
 func TestCacheTransform(t *testing.T) {
-	a, b := tenantJSON(t, "acme", "uid-a"), tenantJSON(t, "beta", "uid-b")
+	a, b := tenantJSON(t, "acme", "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a00"), tenantJSON(t, "beta", "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a01")
 	want := a.DeepCopy()
 	unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
 	tr := cacheTransform([]schema.GroupVersionKind{tenantGVK})
@@ -53,7 +54,7 @@ func TestCacheTransform(t *testing.T) {
 		len(obj.GetFinalizers()) != 1 || obj.GetManagedFields() != nil {
 		t.Fatalf("compacted metadata: %+v", ca)
 	}
-	if ca.rare != nil { // no generateName, selfLink, deletion or owners: nothing rare to hold
+	if ca.rare != nil { // a UUID, no generateName, selfLink, deletion or owners: nothing rare to hold
 		t.Fatalf("rare metadata held for an object without any: %+v", ca.rare)
 	}
 	if acc, err := meta.Accessor(ca); err != nil || acc.GetAnnotations()["regionsync.dev/sync-remote-generation"] != "3" ||
@@ -153,6 +154,7 @@ func FuzzCompactRoundTrip(f *testing.F) {
 	f.Add(`{"metadata":{"name":"a","namespace":"n","labels":{"k":"v"},"annotations":{"a":""},"finalizers":["f"],"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"u","controller":true}],"creationTimestamp":"2026-01-02T03:04:05Z","deletionTimestamp":"2026-01-02T03:04:06Z","deletionGracePeriodSeconds":0},"spec":{"f":1.5,"i":7,"b":true,"n":null,"l":[1,"x",{"y":[]}]},"status":{}}`)
 	f.Add(`{"metadata":{"name":"b","generation":9,"resourceVersion":"3"},"data":{"x":"y"},"type":"t"}`)
 	f.Add(`{"metadata":{"name":"c"}}`)
+	f.Add(`{"metadata":{"name":"d","uid":"0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a00","generateName":"d-","selfLink":"/x"}}`)
 	tr := cacheTransform([]schema.GroupVersionKind{tenantGVK})
 	f.Fuzz(func(t *testing.T, doc string) {
 		obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(doc), &tenantGVK, nil)
@@ -254,6 +256,10 @@ func TestCompactObjectAccessors(t *testing.T) {
 		{"namespace", func(o metav1.Object) { o.SetNamespace("tenant-a") }},
 		{"generateName", func(o metav1.Object) { o.SetGenerateName("acme-") }},
 		{"uid", func(o metav1.Object) { o.SetUID("6f0e1b2c-0000-4000-8000-000000000001") }},
+		{"uid not a UUID", func(o metav1.Object) { o.SetUID("uid-a") }},
+		{"uid in capitals", func(o metav1.Object) { o.SetUID("6F0E1B2C-0000-4000-8000-00000000000A") }},
+		{"uid of zeros", func(o metav1.Object) { o.SetUID("00000000-0000-0000-0000-000000000000") }},
+		{"uid again", func(o metav1.Object) { o.SetUID("6f0e1b2c-0000-4000-8000-0000000000ff") }},
 		{"resourceVersion", func(o metav1.Object) { o.SetResourceVersion("42") }},
 		{"generation", func(o metav1.Object) { o.SetGeneration(7) }},
 		{"selfLink", func(o metav1.Object) { o.SetSelfLink("/apis/x") }},
@@ -290,6 +296,9 @@ func TestCompactObjectAccessors(t *testing.T) {
 	if c.rare != nil {
 		t.Fatalf("rare metadata kept after every rare field was cleared: %+v", c.rare)
 	}
+	if got := c.GetUID(); got != "6f0e1b2c-0000-4000-8000-0000000000ff" || c.uid == ([16]byte{}) {
+		t.Fatalf("a UUID is held as 16 bytes and given back as set: %q %x", got, c.uid)
+	}
 }
 
 // snapshot is what metav1.Object's getters return, comparable across implementations.
@@ -298,4 +307,23 @@ func snapshot(o metav1.Object) []any {
 		o.GetGeneration(), o.GetSelfLink(), o.GetCreationTimestamp().Unix(), o.GetCreationTimestamp().Time.IsZero(),
 		o.GetDeletionTimestamp(), o.GetDeletionGracePeriodSeconds(), o.GetLabels(), o.GetAnnotations(),
 		o.GetFinalizers(), o.GetOwnerReferences()}
+}
+
+// FuzzUUID: a UID held as 16 bytes gives back exactly the string it was parsed from; anything
+// else is refused (and kept as a string).
+func FuzzUUID(f *testing.F) {
+	f.Add("0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a00")
+	f.Add("0F1E2D3C-4B5A-4978-8A6B-5C4D3E2F1A00")
+	f.Add("uid-a")
+	f.Fuzz(func(t *testing.T, s string) {
+		b, ok := parseUUID(s)
+		if ok && formatUUID(b) != s {
+			t.Fatalf("%q parsed, formats as %q", s, formatUUID(b))
+		}
+		c := &compactObject{}
+		c.SetUID(types.UID(s))
+		if got := c.GetUID(); got != types.UID(s) {
+			t.Fatalf("SetUID(%q): GetUID %q", s, got)
+		}
+	})
 }
