@@ -423,8 +423,8 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 	} else {
 		otherUID = string(m.UID)
 	}
-	if m.GenerateName != "" || m.SelfLink != "" || otherUID != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
-		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.SelfLink, uid: otherUID, deletionTimestamp: m.DeletionTimestamp,
+	if m.GenerateName != "" || m.GetSelfLink() != "" || otherUID != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
+		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.GetSelfLink(), uid: otherUID, deletionTimestamp: m.DeletionTimestamp,
 			deletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ownerReferences: m.OwnerReferences}
 	}
 	rest := make(map[string]any, len(u.Object))
@@ -471,7 +471,8 @@ func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 		Generation: c.generation, CreationTimestamp: c.GetCreationTimestamp(), Finalizers: c.finalizers,
 	}
 	if r := c.rare; r != nil {
-		m.GenerateName, m.SelfLink, m.DeletionTimestamp = r.generateName, r.selfLink, r.deletionTimestamp
+		m.GenerateName, m.DeletionTimestamp = r.generateName, r.deletionTimestamp
+		m.SetSelfLink(r.selfLink) // no longer set by API servers, kept as served
 		m.DeletionGracePeriodSeconds, m.OwnerReferences = r.deletionGracePeriodSeconds, r.ownerReferences
 	}
 	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&m)
