@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 	"unique"
 
@@ -55,43 +57,89 @@ func cacheTransform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
 // own, the rarely present ones behind one pointer, labels and annotations as interned key sets
 // with their values rather than maps) and the rest of the object (spec, status, any other
 // top-level field) as the JSON it arrived in; short strings shared across objects (label and
-// annotation keys and values, finalizers, namespaces, the kind) are interned, so ten thousand
-// copies hold one of each. An entry is 232 bytes plus its strings and JSON (metav1.ObjectMeta
-// alone is 232).
+// annotation keys and values, finalizer lists, namespaces, the kind) are interned, so ten
+// thousand copies hold one of each. An entry is 144 bytes plus its "namespace/name" and what it
+// holds uniquely (long label and annotation values, the JSON); metav1.ObjectMeta alone is 232.
 //
 // Readers never see it: DeepCopyObject, which controller-runtime's cache reader calls on every
 // Get and List, expands it into the *unstructured.Unstructured the caller asked for (the same
 // content as the object the API server sent, managedFields aside). Event handlers receive it
 // as a client.Object and read its metadata only.
 type compactObject struct {
-	metav1.TypeMeta
+	// typ is the apiVersion and kind, interned (the zero handle: neither is set).
+	typ unique.Handle[metav1.TypeMeta]
 	// The metadata every object has, as fields of their own: metav1.ObjectMeta is 232 bytes,
 	// most of it for fields few objects carry (rare).
-	name, namespace, resourceVersion string
+	//
+	// ref is the namespace and the name as "namespace/name", one string for both; "" when
+	// neither is set. A namespace holding a "/" (no API server serves one) is in rare.
+	ref string
+	// resourceVersion is the resourceVersion when it is a canonical decimal number other than 0
+	// (what etcd-backed API servers serve); 0 with rare.resourceVersion for any other string.
+	resourceVersion uint64
 	// uid is the UID as the 16 bytes of the UUID API servers generate; any other UID (none is
 	// empty) is in rare.
 	uid        [16]byte
 	generation int64
 	// created is the creationTimestamp in Unix seconds, the API's precision (a zero time
 	// included: time.Time{}.Unix() converts back to the zero time).
-	created    int64
-	finalizers []string
+	created int64
+	// finalizers is the finalizer list, interned (objects of a kind share one or two lists).
+	finalizers stringList
 	// labels and annotations as stringPairs: interned key sets and the values.
 	labels, annotations stringPairs
 	// rare is the metadata most objects lack (nil when they do): generateName, selfLink,
-	// deletion timestamp and grace period, owner references.
+	// deletion timestamp and grace period, owner references, a UID or resourceVersion of an
+	// unusual form.
 	rare *rareMeta
-	// rest is the JSON of the object's top-level fields other than apiVersion, kind and metadata.
-	rest []byte
+	// rest is the JSON of the object's top-level fields other than apiVersion, kind and metadata
+	// (a string: it is never changed, and a string header is a word shorter than a slice's).
+	rest string
 }
 
 // rareMeta is the metadata of a compactObject that most objects lack.
 type rareMeta struct {
 	generateName, selfLink     string
 	uid                        string // a UID that is not a canonical UUID
+	namespace                  string // a namespace holding a "/"
+	resourceVersion            string // a resourceVersion compactObject cannot hold as a number
 	deletionTimestamp          *metav1.Time
 	deletionGracePeriodSeconds *int64
 	ownerReferences            []metav1.OwnerReference
+}
+
+// GetObjectKind returns the object's apiVersion and kind, settable.
+func (c *compactObject) GetObjectKind() schema.ObjectKind { return compactKind{c} }
+
+// typeMeta is the object's apiVersion and kind.
+func (c *compactObject) typeMeta() metav1.TypeMeta {
+	if c.typ == (unique.Handle[metav1.TypeMeta]{}) {
+		return metav1.TypeMeta{}
+	}
+	return c.typ.Value()
+}
+
+// compactKind is a compactObject's schema.ObjectKind: setting the kind interns the new pair.
+type compactKind struct{ c *compactObject }
+
+// SetGroupVersionKind sets the apiVersion and kind.
+func (k compactKind) SetGroupVersionKind(gvk schema.GroupVersionKind) {
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	k.c.setType(apiVersion, kind)
+}
+
+// GroupVersionKind returns the apiVersion and kind as a GroupVersionKind.
+func (k compactKind) GroupVersionKind() schema.GroupVersionKind {
+	tm := k.c.typeMeta()
+	return schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind)
+}
+
+func (c *compactObject) setType(apiVersion, kind string) {
+	if apiVersion == "" && kind == "" {
+		c.typ = unique.Handle[metav1.TypeMeta]{}
+		return
+	}
+	c.typ = unique.Make(metav1.TypeMeta{APIVersion: apiVersion, Kind: kind})
 }
 
 var (
@@ -104,16 +152,46 @@ var (
 func (c *compactObject) GetObjectMeta() metav1.Object { return c }
 
 // GetNamespace returns the namespace.
-func (c *compactObject) GetNamespace() string { return c.namespace }
+func (c *compactObject) GetNamespace() string {
+	namespace, _ := c.split()
+	return namespace
+}
 
 // SetNamespace sets the namespace.
-func (c *compactObject) SetNamespace(namespace string) { c.namespace = intern(namespace) }
+func (c *compactObject) SetNamespace(namespace string) { c.setRef(namespace, c.GetName()) }
 
 // GetName returns the name.
-func (c *compactObject) GetName() string { return c.name }
+func (c *compactObject) GetName() string {
+	_, name := c.split()
+	return name
+}
 
 // SetName sets the name.
-func (c *compactObject) SetName(name string) { c.name = name }
+func (c *compactObject) SetName(name string) { c.setRef(c.GetNamespace(), name) }
+
+// split is the namespace and the name, substrings of ref.
+func (c *compactObject) split() (namespace, name string) {
+	namespace, name, _ = strings.Cut(c.ref, "/")
+	if c.rare != nil && c.rare.namespace != "" {
+		namespace = c.rare.namespace
+	}
+	return namespace, name
+}
+
+func (c *compactObject) setRef(namespace, name string) {
+	other := ""
+	if strings.Contains(namespace, "/") {
+		namespace, other = "", namespace
+	}
+	if other != "" || (c.rare != nil && c.rare.namespace != "") {
+		c.setRare(func(r *rareMeta) { r.namespace = other })
+	}
+	if namespace == "" && name == "" {
+		c.ref = ""
+		return
+	}
+	c.ref = namespace + "/" + name
+}
 
 // GetGenerateName returns the generateName.
 func (c *compactObject) GetGenerateName() string {
@@ -205,10 +283,45 @@ func formatUUID(b [16]byte) string {
 }
 
 // GetResourceVersion returns the resourceVersion.
-func (c *compactObject) GetResourceVersion() string { return c.resourceVersion }
+func (c *compactObject) GetResourceVersion() string {
+	if c.resourceVersion != 0 {
+		return strconv.FormatUint(c.resourceVersion, 10)
+	}
+	if c.rare != nil {
+		return c.rare.resourceVersion
+	}
+	return ""
+}
 
 // SetResourceVersion sets the resourceVersion.
-func (c *compactObject) SetResourceVersion(version string) { c.resourceVersion = version }
+func (c *compactObject) SetResourceVersion(version string) {
+	n, ok := parseResourceVersion(version)
+	c.resourceVersion = n
+	other := ""
+	if !ok {
+		other = version
+	}
+	if other != "" || (c.rare != nil && c.rare.resourceVersion != "") {
+		c.setRare(func(r *rareMeta) { r.resourceVersion = other })
+	}
+}
+
+// parseResourceVersion parses a resourceVersion that is a canonical decimal number other than 0
+// (no sign, no leading zero, below 10^19), the form GetResourceVersion gives back; any other
+// string is not held as a number.
+func parseResourceVersion(s string) (uint64, bool) {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(s[i]-'0')
+	}
+	return n, true
+}
 
 // GetGeneration returns the generation.
 func (c *compactObject) GetGeneration() int64 { return c.generation }
@@ -277,11 +390,11 @@ func (c *compactObject) SetAnnotations(annotations map[string]string) {
 	c.annotations = pairsOf(annotations)
 }
 
-// GetFinalizers returns the finalizers.
-func (c *compactObject) GetFinalizers() []string { return c.finalizers }
+// GetFinalizers returns a new slice of the finalizers (nil when there are none).
+func (c *compactObject) GetFinalizers() []string { return c.finalizers.slice() }
 
 // SetFinalizers replaces the finalizers.
-func (c *compactObject) SetFinalizers(finalizers []string) { c.finalizers = internAll(finalizers) }
+func (c *compactObject) SetFinalizers(finalizers []string) { c.finalizers = listOf(finalizers) }
 
 // GetOwnerReferences returns the owner references.
 func (c *compactObject) GetOwnerReferences() []metav1.OwnerReference {
@@ -309,32 +422,77 @@ func (c *compactObject) setRare(set func(*rareMeta)) {
 		r = *c.rare
 	}
 	set(&r)
-	if r.generateName == "" && r.selfLink == "" && r.uid == "" && r.deletionTimestamp == nil && r.deletionGracePeriodSeconds == nil && r.ownerReferences == nil {
+	if r.generateName == "" && r.selfLink == "" && r.uid == "" && r.namespace == "" && r.resourceVersion == "" &&
+		r.deletionTimestamp == nil && r.deletionGracePeriodSeconds == nil && r.ownerReferences == nil {
 		c.rare = nil
 		return
 	}
 	c.rare = &r
 }
 
-// internAll interns every string of list in place and returns it.
-func internAll(list []string) []string {
-	for i := range list {
-		list[i] = intern(list[i])
-	}
-	return list
+// A packed list is a list of strings in one string, each preceded by its length as a uvarint:
+// one allocation however many strings, and one comparable value that can be interned.
+
+// appendPacked appends s to a packed list.
+func appendPacked(packed []byte, s string) []byte {
+	packed = binary.AppendUvarint(packed, uint64(len(s)))
+	return append(packed, s...)
 }
 
-// stringPairs is a string map held as its keys, sorted and joined into one interned string
+// nextPacked splits the first string off a non-empty packed list.
+func nextPacked(packed string) (first, rest string) {
+	// The length, a uvarint written by appendPacked.
+	n, shift, i := 0, 0, 0
+	for ; packed[i] >= 0x80; i++ {
+		n |= int(packed[i]&0x7f) << shift
+		shift += 7
+	}
+	n |= int(packed[i]) << shift
+	packed = packed[i+1:]
+	return packed[:n], packed[n:]
+}
+
+// stringList is a list of strings packed and interned: the objects of a kind carry one or two
+// finalizer lists between them. The zero value is a nil list; an empty list is not nil.
+type stringList struct {
+	packed unique.Handle[string]
+}
+
+func listOf(list []string) stringList {
+	if list == nil {
+		return stringList{}
+	}
+	var packed []byte
+	for _, s := range list {
+		packed = appendPacked(packed, s)
+	}
+	return stringList{packed: unique.Make(string(packed))}
+}
+
+// slice is the list as a new slice (nil for a nil list).
+func (l stringList) slice() []string {
+	if l.packed == (unique.Handle[string]{}) {
+		return nil
+	}
+	out := []string{}
+	for rest := l.packed.Value(); rest != ""; {
+		var s string
+		s, rest = nextPacked(rest)
+		out = append(out, s)
+	}
+	return out
+}
+
+// stringPairs is a string map held as its keys, sorted and packed into one interned string
 // (the objects of a kind carry the same few sets of label and annotation keys, so ten thousand
-// objects share one copy of each set and hold 8 bytes for it), and the values in key order. A
-// Go map would cost a whole group of eight slots (~340 bytes) even for the single label most
-// objects carry, and a key string per entry. No values (nil) is no map; an empty slice, an empty
-// one.
+// objects share one copy of each set and hold 8 bytes for it), and the values packed in key
+// order, interned when short (values such as regions, generations and flags repeat across
+// objects). A Go map would cost a whole group of eight slots (~340 bytes) even for the single
+// label most objects carry, and a key string per entry. No map (nil) is the zero value; an
+// empty map has the key set "".
 type stringPairs struct {
-	// keys is every key, in sorted order, each preceded by its length as a uvarint; unset when
-	// values is empty.
 	keys   unique.Handle[string]
-	values []string
+	values string
 }
 
 func pairsOf(m map[string]string) stringPairs {
@@ -342,58 +500,57 @@ func pairsOf(m map[string]string) stringPairs {
 		return stringPairs{}
 	}
 	keys := make([]string, 0, len(m))
-	n := 0
-	for k := range m {
+	nk, nv := 0, 0
+	for k, v := range m {
 		keys = append(keys, k)
-		n += len(k) + binary.MaxVarintLen64
+		nk += len(k) + binary.MaxVarintLen64
+		nv += len(v) + binary.MaxVarintLen64
 	}
 	slices.Sort(keys)
-	p := stringPairs{values: make([]string, len(keys))}
-	if len(keys) == 0 {
-		return p
+	packedKeys, packedValues := make([]byte, 0, nk), make([]byte, 0, nv)
+	for _, k := range keys {
+		packedKeys = appendPacked(packedKeys, k)
+		packedValues = appendPacked(packedValues, m[k])
 	}
-	joined := make([]byte, 0, n)
-	for i, k := range keys {
-		joined = binary.AppendUvarint(joined, uint64(len(k)))
-		joined = append(joined, k...)
-		p.values[i] = internUpTo(m[k], maxInternedValue)
-	}
-	p.keys = unique.Make(string(joined))
-	return p
+	return stringPairs{keys: unique.Make(string(packedKeys)), values: internUpTo(string(packedValues), maxInternedValue)}
+}
+
+// isNil reports whether p is no map at all.
+func (p stringPairs) isNil() bool { return p.keys == (unique.Handle[string]{}) }
+
+// len is the number of pairs.
+func (p stringPairs) len() int {
+	n := 0
+	p.each(func(string, string) { n++ })
+	return n
 }
 
 // each calls f with every key and value in key order.
 func (p stringPairs) each(f func(k, v string)) {
-	if len(p.values) == 0 {
+	if p.isNil() {
 		return
 	}
-	keys := p.keys.Value()
-	for _, v := range p.values {
-		// The key's length, a uvarint written by pairsOf.
-		n, shift, i := 0, 0, 0
-		for ; keys[i] >= 0x80; i++ {
-			n |= int(keys[i]&0x7f) << shift
-			shift += 7
-		}
-		n |= int(keys[i]) << shift
-		keys = keys[i+1:]
-		f(keys[:n], v)
-		keys = keys[n:]
+	keys, values := p.keys.Value(), p.values
+	for keys != "" {
+		var k, v string
+		k, keys = nextPacked(keys)
+		v, values = nextPacked(values)
+		f(k, v)
 	}
 }
 
 // toAnyMap is the pairs as an unstructured object's map.
 func (p stringPairs) toAnyMap() map[string]any {
-	m := make(map[string]any, len(p.values))
+	m := make(map[string]any, p.len())
 	p.each(func(k, v string) { m[k] = v })
 	return m
 }
 
 func (p stringPairs) toMap() map[string]string {
-	if p.values == nil {
+	if p.isNil() {
 		return nil
 	}
-	m := make(map[string]string, len(p.values))
+	m := make(map[string]string, p.len())
 	p.each(func(k, v string) { m[k] = v })
 	return m
 }
@@ -401,31 +558,39 @@ func (p stringPairs) toMap() map[string]string {
 // compact converts u (managedFields already dropped) into its compact form.
 func compact(u *unstructured.Unstructured) (*compactObject, error) {
 	c := &compactObject{}
-	c.APIVersion = intern(u.GetAPIVersion())
-	c.Kind = intern(u.GetKind())
+	c.setType(u.GetAPIVersion(), u.GetKind())
 	var m metav1.ObjectMeta
 	if md, ok := u.Object["metadata"].(map[string]any); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, &m); err != nil {
 			return nil, fmt.Errorf("metadata: %w", err)
 		}
 	}
-	c.name, c.namespace, c.resourceVersion = m.Name, intern(m.Namespace), m.ResourceVersion
+	c.setRef(m.Namespace, m.Name) // before rare is set from m below: setRef may set rare.namespace
 	c.generation, c.created = m.Generation, m.CreationTimestamp.Unix()
-	c.finalizers = internAll(m.Finalizers)
+	c.finalizers = listOf(m.Finalizers)
 	c.labels, c.annotations = pairsOf(m.Labels), pairsOf(m.Annotations)
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
 	}
-	var otherUID string
+	var otherUID, otherRV string
 	if b, ok := parseUUID(string(m.UID)); ok && b != ([16]byte{}) {
 		c.uid = b
 	} else {
 		otherUID = string(m.UID)
 	}
-	if m.GenerateName != "" || m.GetSelfLink() != "" || otherUID != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
-		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.GetSelfLink(), uid: otherUID, deletionTimestamp: m.DeletionTimestamp,
-			deletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ownerReferences: m.OwnerReferences}
+	if n, ok := parseResourceVersion(m.ResourceVersion); ok {
+		c.resourceVersion = n
+	} else {
+		otherRV = m.ResourceVersion
+	}
+	if m.GenerateName != "" || m.GetSelfLink() != "" || otherUID != "" || otherRV != "" || c.rare != nil || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
+		otherNamespace := ""
+		if c.rare != nil {
+			otherNamespace = c.rare.namespace
+		}
+		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.GetSelfLink(), uid: otherUID, namespace: otherNamespace, resourceVersion: otherRV,
+			deletionTimestamp: m.DeletionTimestamp, deletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ownerReferences: m.OwnerReferences}
 	}
 	rest := make(map[string]any, len(u.Object))
 	for k, v := range u.Object {
@@ -440,7 +605,7 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.rest = raw
+		c.rest = string(raw)
 	}
 	return c, nil
 }
@@ -451,7 +616,7 @@ func (c *compactObject) DeepCopyObject() runtime.Object {
 	u, err := c.expand()
 	if err != nil {
 		// rest was encoded by compact from decoded JSON values: it always decodes.
-		panic(fmt.Sprintf("cached %s %s/%s does not expand: %v", c.Kind, c.namespace, c.name, err))
+		panic(fmt.Sprintf("cached %s %s/%s does not expand: %v", c.typeMeta().Kind, c.GetNamespace(), c.GetName(), err))
 	}
 	return u
 }
@@ -460,15 +625,15 @@ func (c *compactObject) DeepCopyObject() runtime.Object {
 func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 	obj := map[string]any{}
 	if len(c.rest) > 0 {
-		if err := utiljson.Unmarshal(c.rest, &obj); err != nil {
+		if err := utiljson.Unmarshal([]byte(c.rest), &obj); err != nil {
 			return nil, err
 		}
 	}
 	// The embedded ObjectMeta has no labels or annotations: they go into the map directly, as
 	// the API server omits them (empty maps included).
 	m := metav1.ObjectMeta{
-		Name: c.name, Namespace: c.namespace, UID: c.GetUID(), ResourceVersion: c.resourceVersion,
-		Generation: c.generation, CreationTimestamp: c.GetCreationTimestamp(), Finalizers: c.finalizers,
+		Name: c.GetName(), Namespace: c.GetNamespace(), UID: c.GetUID(), ResourceVersion: c.GetResourceVersion(),
+		Generation: c.generation, CreationTimestamp: c.GetCreationTimestamp(), Finalizers: c.finalizers.slice(),
 	}
 	if r := c.rare; r != nil {
 		m.GenerateName, m.DeletionTimestamp = r.generateName, r.deletionTimestamp
@@ -482,23 +647,25 @@ func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 	if md["creationTimestamp"] == nil {
 		delete(md, "creationTimestamp")
 	}
-	if len(c.labels.values) > 0 {
+	if c.labels.len() > 0 {
 		md["labels"] = c.labels.toAnyMap()
 	}
-	if len(c.annotations.values) > 0 {
+	if c.annotations.len() > 0 {
 		md["annotations"] = c.annotations.toAnyMap()
 	}
 	obj["metadata"] = md
 	u := &unstructured.Unstructured{Object: obj}
-	u.SetAPIVersion(c.APIVersion)
-	u.SetKind(c.Kind)
+	tm := c.typeMeta()
+	u.SetAPIVersion(tm.APIVersion)
+	u.SetKind(tm.Kind)
 	return u, nil
 }
 
-// maxInterned is the longest name (key, kind, namespace, finalizer) interned, and
-// maxInternedValue the longest label or annotation value: short values (generations, flags,
-// region names, tiers) repeat across objects, longer ones (UIDs, hashes, trace parents,
-// documents) rarely do, and interning a unique string only adds a table entry.
+// maxInterned is the longest name (namespace, owner kind and apiVersion) interned, and
+// maxInternedValue the longest packed set of label or annotation values: short values
+// (generations, flags, region names, tiers) repeat across objects, longer ones (UIDs, hashes,
+// trace parents, documents) rarely do, and interning a unique string only adds a table entry.
+// Key sets, finalizer lists and kinds are interned whatever their length.
 const (
 	maxInterned      = 64
 	maxInternedValue = 31

@@ -38,12 +38,25 @@ import (
 // goroutines and per-event work stay flat over any number of claim flaps.
 type kind struct {
 	r *Reconciler
-	// queue is the running controller's queue; nil while none runs.
-	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
+	// queue is the running controller's queue and its low-priority feed; nil while none runs.
+	queue atomic.Pointer[runQueue]
 	// missed are the objects of live events that arrived while no queue ran (a warm standby's,
 	// or a replica's between claim periods): the next claim period queues them ahead of its
 	// full pass.
 	missed missedEvents
+}
+
+// runQueue is one controller run's workqueue and the feed of its low-priority requests.
+type runQueue struct {
+	q   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	low *lowFeed
+}
+
+// add queues req at normal priority (a live event), ahead of the low-priority backlog, and
+// takes it out of that backlog.
+func (rq *runQueue) add(req reconcile.Request) {
+	rq.q.Add(req)
+	rq.low.drop(req)
 }
 
 // missedWindow is how old a missed live event may be and still be queued ahead of a new claim
@@ -174,12 +187,14 @@ func (e *Engine) runController(ctx context.Context, i int, k *kind) {
 // regained claim needs: what the previous holder left undone is not known).
 func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 	r := k.r
-	var own atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
+	var own atomic.Pointer[runQueue]
 	start := source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		// Event times stamped before this queue existed belong to no pending event of it.
 		r.eventTimes.Clear()
-		own.Store(&q)
-		k.queue.Store(&q)
+		rq := &runQueue{q: q, low: newLowFeed(r.Name())}
+		go rq.low.run(ctx, q)
+		own.Store(rq)
+		k.queue.Store(rq)
 		// Live changes the replica saw without a queue (as a standby, during the handover)
 		// first: the full pass below is queued low, behind them.
 		// Their event times are kept: the watch-to-write lag then includes the handover.
@@ -187,7 +202,7 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 			r.eventTimes.LoadOrStore(m.req.NamespacedName, m.at)
 			q.Add(m.req)
 		}
-		return e.enqueueAll(ctx, r, q)
+		return e.enqueueAll(ctx, r, rq.low)
 	})
 	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(r.Name()), controller.Options{
 		Reconciler:              r,
@@ -212,9 +227,10 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 	return err
 }
 
-// enqueueAll adds to q every shard object of r's kind in the management cache and the remote
-// object of every marked local copy (a copy whose remote object is gone is an orphan to handle).
-func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+// enqueueAll adds to the low-priority feed every shard object of r's kind in the management
+// cache and the remote object of every marked local copy (a copy whose remote object is gone is
+// an orphan to handle).
+func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowFeed) error {
 	ctx, cancel := context.WithTimeout(ctx, cacheWaitTimeout)
 	defer cancel()
 	remote := &unstructured.UnstructuredList{}
@@ -224,7 +240,7 @@ func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, q workqueue.Type
 	}
 	for i := range remote.Items {
 		if e.inShard(&remote.Items[i]) {
-			addLow(q, reconcile.Request{NamespacedName: objectRef(&remote.Items[i])})
+			low.add(reconcile.Request{NamespacedName: objectRef(&remote.Items[i])})
 		}
 	}
 	local := &unstructured.UnstructuredList{}
@@ -234,7 +250,7 @@ func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, q workqueue.Type
 	}
 	for i := range local.Items {
 		for _, req := range e.remoteRequest(objectRef(&local.Items[i])) {
-			addLow(q, req)
+			low.add(req)
 		}
 	}
 	return nil
@@ -274,8 +290,8 @@ func (h kindHandler) OnUpdate(oldObj, newObj any) {
 func (h kindHandler) OnDelete(obj any) { h.enqueue(false, obj) }
 
 // addLow adds req below every live event (the initial list, a resync, the full pass of a new
-// claim period): controller-runtime's priority queue hands out higher priorities first, and an
-// item queued low is raised when a live event adds it again.
+// claim period, as the lowFeed hands them over): controller-runtime's priority queue hands out
+// higher priorities first, and an item queued low is raised when a live event adds it again.
 func addLow(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request) {
 	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
 		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
@@ -304,9 +320,9 @@ func (h kindHandler) enqueue(low bool, objs ...any) {
 			}
 			h.k.r.stamp(req)
 			if low {
-				addLow(*q, req)
+				q.low.add(req)
 			} else {
-				(*q).Add(req)
+				q.add(req)
 			}
 		}
 	}

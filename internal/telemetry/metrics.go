@@ -101,6 +101,15 @@ var (
 		Help: "1 once the kind's caches on both clusters (and its secrets' caches) have synced on this replica, leader or warm standby; 0 while they are retried.",
 	}, []string{labelResource})
 
+	// PassBacklog is how many requests of a low-priority pass (an informer's initial list, a
+	// resync, a claim period's full pass) wait to be handed to a kind's workqueue: the backlog of
+	// an initial sync or a takeover. The workqueue itself holds only a window of them (its
+	// workqueue_depth does not show the backlog).
+	PassBacklog = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regionsync_pass_backlog",
+		Help: "Objects of an initial list, resync or full pass not yet handed to the kind's workqueue (leader only).",
+	}, []string{labelResource})
+
 	// ManagementConnected is 1 while the management cluster answers.
 	ManagementConnected = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "regionsync_management_connected",
@@ -118,7 +127,7 @@ var (
 // Collectors are every regionsync metric.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm}
+		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm, PassBacklog}
 }
 
 func init() {

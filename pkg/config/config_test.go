@@ -50,7 +50,7 @@ func TestValidFileAndDefaults(t *testing.T) {
 		"leaderElection.enabled":      *cfg.LeaderElection.Enabled,
 		"leaderElection.leaseDur":     cfg.LeaderElection.LeaseDuration.Duration == 15*time.Second,
 		"leaderElection.renew":        cfg.LeaderElection.RenewDeadline.Duration == 10*time.Second,
-		"leaderElection.retry":        cfg.LeaderElection.RetryPeriod.Duration == time.Second,
+		"leaderElection.retry":        cfg.LeaderElection.RetryPeriod.Duration == 400*time.Millisecond,
 		"management.claim.lease":      cfg.Management.Claim.LeaseDuration.Duration == time.Minute,
 		"management.claim.renew":      cfg.Management.Claim.RenewDeadline.Duration == 40*time.Second,
 		"management.claim.retry":      cfg.Management.Claim.RetryPeriod.Duration == 10*time.Second,

@@ -8,9 +8,13 @@ const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	// DefaultRetryPeriod is how often the local leader renews its Lease (a write to the region's
-	// own API server) and how often a standby tries to take it: a standby notices a released
-	// Lease within about this long, so a graceful handover takes about a second.
-	DefaultRetryPeriod = 1 * time.Second
+	// own API server, 2.5 writes/s) and how often a standby tries to take it (client-go waits
+	// 1–2.2 × this between tries): a standby notices a released Lease within about a second, and
+	// takes a crashed leader's Lease between leaseDuration − 0.4 s and leaseDuration + 1.8 s after
+	// the crash (it counts the lease from when it saw the last renewal). At 1 s the crash takeover
+	// spread to leaseDuration + 4.4 s, past the target of leaseDuration + 2 s
+	// (docs/performance.md).
+	DefaultRetryPeriod = 400 * time.Millisecond
 	// DefaultClaimLeaseDuration, DefaultClaimRenewDeadline and DefaultClaimRetryPeriod time the
 	// shard claim on management (management.claim): renewed every 10 s, 0.1 management writes/s
 	// per idle region (the fleet target is <= 0.2, docs/performance.md). A failover within a fleet

@@ -1,0 +1,151 @@
+package syncer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// lowFeed is the backlog of one controller run's low-priority requests (an informer's initial
+// list, a resync, a claim period's full pass): it hands them to the run's workqueue a window at a
+// time, in the order they came, each once.
+//
+// The priority queue alone would order them behind live events just as well, but it keeps every
+// queued item in Go maps (its items, and each item's add time for the workqueue_* metrics) that
+// never shrink once grown: after the full pass over a 10,000-object shard they held ~2.5 MB for
+// the rest of the process's life, a tenth of the syncing replica's live heap (make bench's heap
+// figure). The feed's backlog is a slice and a set it drops as soon as the pass is handed over,
+// so the workqueue holds at most feedWindow low items besides the live events.
+type lowFeed struct {
+	mu sync.Mutex
+	// order is the backlog in arrival order; an entry no longer in pending was dropped (a live
+	// event queued it) or handed over already.
+	order []reconcile.Request
+	// pending is the set of requests in the backlog.
+	pending map[reconcile.Request]struct{}
+	// wake is signalled when the backlog may have become non-empty.
+	wake chan struct{}
+	// gauge is regionsync_pass_backlog for the kind.
+	gauge prometheus.Gauge
+}
+
+// feedWindow is how many low-priority items the feed keeps ready in a workqueue: enough for any
+// configured concurrency to find work between two polls, small enough that the queue's maps stay
+// small.
+const feedWindow = 64
+
+// feedPoll is how often a feed with a backlog looks for room in its workqueue.
+const feedPoll = 5 * time.Millisecond
+
+func newLowFeed(resource string) *lowFeed {
+	return &lowFeed{wake: make(chan struct{}, 1), gauge: telemetry.PassBacklog.WithLabelValues(resource)}
+}
+
+// add puts req at the end of the backlog, unless it is pending already (it keeps its place); a
+// request dropped and added again before the backlog passed its old place may take that place.
+func (f *lowFeed) add(req reconcile.Request) {
+	f.mu.Lock()
+	if f.pending == nil {
+		f.pending = map[reconcile.Request]struct{}{}
+	}
+	if _, ok := f.pending[req]; !ok {
+		f.pending[req] = struct{}{}
+		f.order = append(f.order, req)
+	}
+	f.gauge.Set(float64(len(f.pending)))
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drop removes req from the backlog: a live event queued it at normal priority, which does what
+// the pending low-priority pass would have done.
+func (f *lowFeed) drop(req reconcile.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.pending[req]; !ok {
+		return
+	}
+	delete(f.pending, req)
+	f.gauge.Set(float64(len(f.pending)))
+	f.compactLocked()
+}
+
+// take removes and returns up to n requests from the front of the backlog.
+func (f *lowFeed) take(n int) []reconcile.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []reconcile.Request
+	for len(out) < n && len(f.order) > 0 {
+		req := f.order[0]
+		f.order[0] = reconcile.Request{} // the array outlives the slice's front: let the strings go
+		f.order = f.order[1:]
+		if _, ok := f.pending[req]; ok {
+			delete(f.pending, req)
+			out = append(out, req)
+		}
+	}
+	f.gauge.Set(float64(len(f.pending)))
+	f.compactLocked()
+	return out
+}
+
+// compactLocked releases the backlog's memory once nothing is pending: a map that held a whole
+// shard keeps its size until it is dropped.
+func (f *lowFeed) compactLocked() {
+	if len(f.pending) == 0 {
+		f.order, f.pending = nil, nil
+	}
+}
+
+// len is the number of pending requests.
+func (f *lowFeed) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pending)
+}
+
+// run hands the backlog to q, keeping at most feedWindow items ready in it, until ctx ends or q
+// shuts down; the backlog is then forgotten (the next claim period's full pass covers it).
+func (f *lowFeed) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	defer func() {
+		f.mu.Lock()
+		f.order, f.pending = nil, nil
+		f.gauge.Set(0)
+		f.mu.Unlock()
+	}()
+	poll := time.NewTimer(feedPoll)
+	defer poll.Stop()
+	for {
+		if q.ShuttingDown() {
+			return
+		}
+		if room := feedWindow - q.Len(); room > 0 {
+			for _, req := range f.take(room) {
+				addLow(q, req)
+			}
+		}
+		if f.len() == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.wake:
+			}
+			continue
+		}
+		poll.Reset(feedPoll)
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+func feedReq(i int) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("o%05d", i)}}
+}
+
+// The backlog keeps arrival order, holds a request once, forgets dropped ones and releases its
+// memory once nothing is pending.
+func TestLowFeedBacklog(t *testing.T) {
+	f := newLowFeed("test-backlog")
+	for _, i := range []int{1, 2, 3, 2, 4, 1, 5} {
+		f.add(feedReq(i))
+	}
+	f.drop(feedReq(3))
+	f.drop(feedReq(9)) // never added: nothing happens
+	if got := f.len(); got != 4 {
+		t.Fatalf("len = %d, want 4", got)
+	}
+	var got []reconcile.Request
+	got = append(got, f.take(2)...)
+	f.add(feedReq(3)) // re-added after the drop: its old place still ahead, it takes it, once
+	got = append(got, f.take(10)...)
+	want := []reconcile.Request{feedReq(1), feedReq(2), feedReq(3), feedReq(4), feedReq(5)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("taken %v, want %v", got, want)
+	}
+	if f.order != nil || f.pending != nil {
+		t.Fatalf("an empty backlog keeps its memory: order cap %d, pending %d", cap(f.order), len(f.pending))
+	}
+	f.add(feedReq(7))
+	f.drop(feedReq(7))
+	if f.order != nil || f.pending != nil {
+		t.Fatal("a backlog emptied by drops keeps its memory")
+	}
+	if got := f.take(5); len(got) != 0 {
+		t.Fatalf("take from an empty backlog = %v", got)
+	}
+}
+
+// run hands a large backlog to a real priority queue without ever holding more than the window
+// ready in it, each request once, in order; a live request added meanwhile is handed out first
+// and not again from the backlog.
+func TestLowFeedRun(t *testing.T) {
+	const n = 1000
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := priorityqueue.New[reconcile.Request]("test-lowfeed", func(o *priorityqueue.Opts[reconcile.Request]) { o.Log = logr.Discard() })
+	defer q.ShutDown()
+	rq := &runQueue{q: q, low: newLowFeed("test-run")}
+	for i := range n {
+		rq.low.add(feedReq(i))
+	}
+	done := make(chan struct{})
+	go func() { rq.low.run(ctx, q); close(done) }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for q.Len() < feedWindow && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if l := q.Len(); l != feedWindow {
+		t.Fatalf("queue holds %d ready items, want the window (%d)", l, feedWindow)
+	}
+	live := feedReq(n - 1)
+	rq.add(live)
+	item, _, _ := q.GetWithPriority()
+	if item != live {
+		t.Fatalf("first item %v, want the live one %v", item, live)
+	}
+	q.Done(item)
+
+	var got []reconcile.Request
+	for len(got) < n-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests handed out", len(got), n-1)
+		}
+		if l := q.Len(); l > feedWindow+1 {
+			t.Fatalf("queue holds %d ready items, more than the window", l)
+		}
+		item, _ := q.Get()
+		got = append(got, item)
+		q.Done(item)
+	}
+	for i, req := range got {
+		if req != feedReq(i) {
+			t.Fatalf("item %d is %v, want %v (order, each once)", i, req, feedReq(i))
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	if l := q.Len(); l != 0 {
+		t.Fatalf("the live request came again from the backlog: %d items left", l)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not end with its context")
+	}
+	if rq.low.order != nil || rq.low.pending != nil {
+		t.Fatal("the ended feed keeps its backlog")
+	}
+}
