@@ -518,10 +518,15 @@ func pairsOf(m map[string]string) stringPairs {
 // isNil reports whether p is no map at all.
 func (p stringPairs) isNil() bool { return p.keys == (unique.Handle[string]{}) }
 
-// len is the number of pairs.
+// len is the number of pairs (the keys are counted, the values not read).
 func (p stringPairs) len() int {
+	if p.isNil() {
+		return 0
+	}
 	n := 0
-	p.each(func(string, string) { n++ })
+	for keys := p.keys.Value(); keys != ""; n++ {
+		_, keys = nextPacked(keys)
+	}
 	return n
 }
 
@@ -539,9 +544,13 @@ func (p stringPairs) each(f func(k, v string)) {
 	}
 }
 
-// toAnyMap is the pairs as an unstructured object's map.
+// toAnyMap is the pairs as an unstructured object's map (nil when there are none).
 func (p stringPairs) toAnyMap() map[string]any {
-	m := make(map[string]any, p.len())
+	n := p.len()
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]any, n)
 	p.each(func(k, v string) { m[k] = v })
 	return m
 }
@@ -565,7 +574,6 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 			return nil, fmt.Errorf("metadata: %w", err)
 		}
 	}
-	c.setRef(m.Namespace, m.Name) // before rare is set from m below: setRef may set rare.namespace
 	c.generation, c.created = m.Generation, m.CreationTimestamp.Unix()
 	c.finalizers = listOf(m.Finalizers)
 	c.labels, c.annotations = pairsOf(m.Labels), pairsOf(m.Annotations)
@@ -573,25 +581,15 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
 	}
-	var otherUID, otherRV string
-	if b, ok := parseUUID(string(m.UID)); ok && b != ([16]byte{}) {
-		c.uid = b
-	} else {
-		otherUID = string(m.UID)
-	}
-	if n, ok := parseResourceVersion(m.ResourceVersion); ok {
-		c.resourceVersion = n
-	} else {
-		otherRV = m.ResourceVersion
-	}
-	if m.GenerateName != "" || m.GetSelfLink() != "" || otherUID != "" || otherRV != "" || c.rare != nil || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
-		otherNamespace := ""
-		if c.rare != nil {
-			otherNamespace = c.rare.namespace
-		}
-		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.GetSelfLink(), uid: otherUID, namespace: otherNamespace, resourceVersion: otherRV,
+	if m.GenerateName != "" || m.GetSelfLink() != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
+		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.GetSelfLink(),
 			deletionTimestamp: m.DeletionTimestamp, deletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ownerReferences: m.OwnerReferences}
 	}
+	// The setters put a namespace, UID or resourceVersion the compact fields cannot hold into
+	// rare (the rare case: each such setter copies rare once).
+	c.setRef(m.Namespace, m.Name)
+	c.SetUID(m.UID)
+	c.SetResourceVersion(m.ResourceVersion)
 	rest := make(map[string]any, len(u.Object))
 	for k, v := range u.Object {
 		switch k {
@@ -647,11 +645,11 @@ func (c *compactObject) expand() (*unstructured.Unstructured, error) {
 	if md["creationTimestamp"] == nil {
 		delete(md, "creationTimestamp")
 	}
-	if c.labels.len() > 0 {
-		md["labels"] = c.labels.toAnyMap()
+	if m := c.labels.toAnyMap(); len(m) > 0 {
+		md["labels"] = m
 	}
-	if c.annotations.len() > 0 {
-		md["annotations"] = c.annotations.toAnyMap()
+	if m := c.annotations.toAnyMap(); len(m) > 0 {
+		md["annotations"] = m
 	}
 	obj["metadata"] = md
 	u := &unstructured.Unstructured{Object: obj}

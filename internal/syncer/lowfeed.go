@@ -33,6 +33,9 @@ type lowFeed struct {
 	wake chan struct{}
 	// gauge is regionsync_pass_backlog for the kind.
 	gauge prometheus.Gauge
+	// closed is set when run ends: an event handler may still hold the run's queue for a moment,
+	// and what it adds then would sit in the backlog (and the gauge) with no run to hand it over.
+	closed bool
 }
 
 // feedWindow is how many low-priority items the feed keeps ready in a workqueue: enough for any
@@ -51,6 +54,10 @@ func newLowFeed(resource string) *lowFeed {
 // request dropped and added again before the backlog passed its old place may take that place.
 func (f *lowFeed) add(req reconcile.Request) {
 	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return // the run ended: the next claim period's full pass covers req
+	}
 	if f.pending == nil {
 		f.pending = map[reconcile.Request]struct{}{}
 	}
@@ -118,7 +125,7 @@ func (f *lowFeed) len() int {
 func (f *lowFeed) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	defer func() {
 		f.mu.Lock()
-		f.order, f.pending = nil, nil
+		f.order, f.pending, f.closed = nil, nil, true
 		f.gauge.Set(0)
 		f.mu.Unlock()
 	}()

@@ -111,4 +111,10 @@ func TestLowFeedRun(t *testing.T) {
 	if rq.low.order != nil || rq.low.pending != nil {
 		t.Fatal("the ended feed keeps its backlog")
 	}
+	// A handler that still holds the ended run's queue adds nothing that would never be handed
+	// over (nor show in regionsync_pass_backlog).
+	rq.low.add(feedReq(1))
+	if n := rq.low.len(); n != 0 {
+		t.Fatalf("the ended feed took a request: %d pending", n)
+	}
 }
