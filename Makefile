@@ -7,7 +7,7 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build bench bench-quick bench-tracing docker-build agent-image-offline kind-node-image test-e2e test-e2e-kind test test-rules test-unit fuzz demo lint lint-fix generate control-plane clean
+.PHONY: all build bench bench-quick bench-tracing docker-build agent-image-offline kind-node-image test-e2e test-e2e-kind test test-rules test-unit soak fuzz demo lint lint-fix generate control-plane clean
 
 all: build
 
@@ -66,6 +66,10 @@ bench-quick: ## The suite at 1,000 objects with short windows and 10 idle region
 
 bench-tracing: control-plane ## In-process: the reconcile path's CPU with tracing off/on against no tracing code.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench TracingOverhead -benchtime 20000x -count 3
+
+SOAK_RUNS ?= 10
+soak: control-plane ## The test suite SOAK_RUNS times in a row with one core kept busy; prints the failures per test.
+	SOAK_RUNS=$(SOAK_RUNS) scripts/soak.sh $(SOAK_PKGS)
 
 fuzz: ## Run every fuzz target for FUZZTIME each (no control plane is started).
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/config/

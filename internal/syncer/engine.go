@@ -112,7 +112,7 @@ func NewEngine(p Params) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
-	if e.localEvents, err = newEventRecorder(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme()); err != nil {
+	if e.localEvents, err = newEventRecorder(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), p.Log.WithName("local-events")); err != nil {
 		return nil, fmt.Errorf("local events: %w", err)
 	}
 	localEvents := e.localEvents

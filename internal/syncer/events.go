@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/go-logr/logr"
 )
 
 // eventCorrelatorEntries bounds each of the event correlator's caches (client-go's
@@ -40,13 +43,15 @@ type eventRecorder struct {
 var _ events.EventRecorder = (*eventRecorder)(nil)
 
 // newEventRecorder starts a broadcaster that writes Events to the cluster of cfg (through
-// httpClient), reported by EventSource from this host. Shutdown stops it.
-func newEventRecorder(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (*eventRecorder, error) {
+// httpClient), reported by EventSource from this host. An Event the cluster refuses or that
+// cannot be written after the broadcaster's retries is logged to log. Shutdown stops it.
+func newEventRecorder(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, log logr.Logger) (*eventRecorder, error) {
 	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("events client: %w", err)
 	}
-	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCorrelatorEntries}))
+	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCorrelatorEntries}),
+		record.WithContext(logr.NewContext(context.Background(), log)))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	host, _ := os.Hostname()
 	return &eventRecorder{broadcaster: b, rec: b.NewRecorder(scheme, corev1.EventSource{Component: EventSource, Host: host})}, nil

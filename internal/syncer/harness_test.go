@@ -135,6 +135,21 @@ func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
 	return c
 }
 
+// count is how many writes were counted since the last take.
+func (w *writeCounter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.writes)
+}
+
+// settle waits until neither of the agent's clients has written for quiet.
+func (e *env) settle(quiet time.Duration) {
+	e.t.Helper()
+	testenv.Settled(e.t, "the agent's writes settle", quiet, time.Minute, func() [2]int {
+		return [2]int{e.localWrites.count(), e.remoteWrites.count()}
+	})
+}
+
 func (w *writeCounter) take() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -165,8 +180,11 @@ type env struct {
 	localCfg                  *rest.Config // what the agent uses to reach the region
 	syncer                    *regionsync.Syncer
 	mgr                       ctrl.Manager
-	cancel                    context.CancelFunc
-	done                      chan error
+	// log is what the test's agents logged, printed when the test fails.
+	log    *testenv.TestLog
+	starts int
+	cancel context.CancelFunc
+	done   chan error
 }
 
 type envOption func(*envSetup)
@@ -217,7 +235,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	}
 	e := &env{
 		t: t, ctx: context.Background(), cfg: cfg, keys: shard.NewKeys(cfg.AnnotationDomain), name: name, suffix: "-" + name,
-		mgmt: management.Client, local: region.Client,
+		mgmt: management.Client, local: region.Client, log: testenv.NewTestLog(t),
 	}
 	remoteCfg := management.Config
 	if setup.managementCfg != nil {
@@ -249,7 +267,9 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 // start runs a new agent process (in-process) with the test's configuration.
 func (e *env) start() {
 	e.t.Helper()
-	s, mgr, flush, err := startAgent(e.cfg, e.localWrites.wrap(e.localCfg), e.remoteWrites.wrap(e.remoteCfg), e.tracer)
+	e.starts++
+	s, mgr, flush, err := startAgent(e.cfg, e.localWrites.wrap(e.localCfg), e.remoteWrites.wrap(e.remoteCfg), e.tracer,
+		e.log.Logger(fmt.Sprintf("agent-%d", e.starts)))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -264,12 +284,13 @@ func (e *env) start() {
 // startAgent builds an agent in-process as cmd/agent does: the configuration's options, a manager
 // whose cache holds only the copies, and the public package.
 // The returned function flushes the tracer provider it built, if any.
-func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.TracerProvider) (*regionsync.Syncer, ctrl.Manager, func(context.Context) error, error) {
+func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.TracerProvider, log logr.Logger) (*regionsync.Syncer, ctrl.Manager, func(context.Context) error, error) {
 	opts, err := regionsync.OptionsFromConfig(cfg, remote)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	opts.TracerProvider = tp
+	opts.Logger = log.WithName("regionsync")
 	shutdown := func(context.Context) error { return nil }
 	if tp == nil { // as cmd/agent does: the exporter the configuration asks for
 		if opts.TracerProvider, shutdown, err = tracer.NewTracerProvider(context.Background(), cfg.Telemetry.Tracing, tracer.Identity{
@@ -282,6 +303,7 @@ func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.Tr
 	local.QPS, local.Burst = 50, 100
 	mgr, err := ctrl.NewManager(local, ctrl.Options{
 		Scheme:                 scheme.New(),
+		Logger:                 log,
 		Cache:                  regionsync.LocalCacheOptions(opts),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -358,13 +380,12 @@ func (e *env) eventually(what string, cond func() error) {
 // never checks that cond stays false for d.
 func (e *env) never(what string, d time.Duration, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	testenv.Consistently(e.t, what+" must not happen", d, func() error {
 		if cond() {
-			e.t.Fatalf("%s happened", what)
+			return fmt.Errorf("%s happened", what)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (e *env) getLocal(ns, name string) (*demov1alpha1.Tenant, error) {

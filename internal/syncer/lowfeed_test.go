@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/regionsync/regionsync/internal/testenv"
 )
 
 func feedReq(i int) reconcile.Request {
@@ -67,9 +69,12 @@ func TestLowFeedRun(t *testing.T) {
 	go func() { rq.low.run(ctx, q); close(done) }()
 
 	deadline := time.Now().Add(30 * time.Second)
-	for q.Len() < feedWindow && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, "the queue holds the window", 30*time.Second, func() error {
+		if l := q.Len(); l < feedWindow {
+			return fmt.Errorf("%d ready items", l)
+		}
+		return nil
+	})
 	if l := q.Len(); l != feedWindow {
 		t.Fatalf("queue holds %d ready items, want the window (%d)", l, feedWindow)
 	}
@@ -98,10 +103,12 @@ func TestLowFeedRun(t *testing.T) {
 			t.Fatalf("item %d is %v, want %v (order, each once)", i, req, feedReq(i))
 		}
 	}
-	time.Sleep(20 * time.Millisecond)
-	if l := q.Len(); l != 0 {
-		t.Fatalf("the live request came again from the backlog: %d items left", l)
-	}
+	testenv.Consistently(t, "the live request does not come again from the backlog", 200*time.Millisecond, func() error {
+		if l := q.Len(); l != 0 {
+			return fmt.Errorf("%d items left", l)
+		}
+		return nil
+	})
 	cancel()
 	select {
 	case <-done:

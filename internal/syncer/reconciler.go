@@ -327,7 +327,24 @@ func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, s *scope)
 	}
 	ctx = logr.NewContext(ctx, log.WithValues("local", s.localKey))
 	ctx, end := r.beginPass(ctx, eventAt, s.req, s.remote, s.local, s.localKey)
-	defer func() { end(finalState(s.state, result, err)) }()
+	start := time.Now()
+	defer func() {
+		state := finalState(s.state, result, err)
+		end(state)
+		if log := logr.FromContextOrDiscard(ctx).V(2); log.Enabled() {
+			kv := []any{"state", string(state), "actions", actionsOf(ctx), "took", time.Since(start).String()}
+			if result.RequeueAfter > 0 {
+				kv = append(kv, "requeueAfter", result.RequeueAfter.String())
+			}
+			if err != nil {
+				kv = append(kv, "error", err.Error())
+			}
+			if s.statusRefused != nil {
+				kv = append(kv, "statusRefused", s.statusRefused.Error())
+			}
+			log.Info("pass", kv...)
+		}
+	}()
 	_, err = r.run(ctx, s, syncPhases)
 	return s.result, err
 }

@@ -661,17 +661,19 @@ func TestWritesPerChange(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second) // let the last events of the initial sync settle
+	e.settle(time.Second) // the initial sync's last writes
 	e.localWrites.take()
 	e.remoteWrites.take()
-	time.Sleep(12 * time.Second) // longer than the resync period
-	if w := append(e.localWrites.take(), e.remoteWrites.take()...); len(w) != 0 {
-		t.Fatalf("writes at rest across a resync: %v", w)
-	}
+	testenv.Consistently(t, "no write at rest across a resync", 12*time.Second, func() error { // longer than the resync period
+		if w := append(e.localWrites.take(), e.remoteWrites.take()...); len(w) != 0 {
+			return fmt.Errorf("writes at rest: %v", w)
+		}
+		return nil
+	})
 
 	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 8 })
 	e.waitSynced(ns, "acme")
-	time.Sleep(time.Second)
+	e.settle(time.Second)
 	local, remote := e.localWrites.take(), e.remoteWrites.take()
 	if len(local) != 1 || !strings.HasPrefix(local[0], "PUT ") {
 		t.Errorf("local writes per spec change: %v, want exactly 1 update", local)

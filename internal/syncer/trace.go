@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -30,14 +31,34 @@ type pass struct {
 
 type passKey struct{}
 
+// actionsOf is the writes the pass in ctx made so far.
+func actionsOf(ctx context.Context) []string {
+	if p := passFrom(ctx); p != nil {
+		return p.actions
+	}
+	return nil
+}
+
 func passFrom(ctx context.Context) *pass {
 	p, _ := ctx.Value(passKey{}).(*pass)
 	return p
 }
 
-// write performs one API write as a child span of the reconcile's span (when tracing), records
-// it among the pass's actions, and observes the watch-event-to-write lag.
+// writeTimeout bounds one API write, well below the reconcile's timeout (reconcileTimeout): a
+// write the API server does not answer fails on its own and the pass is retried, instead of
+// holding a worker (and every request queued behind it) for the whole reconcile.
+const writeTimeout = 15 * time.Second
+
+// slowWrite is how long a write may take before the agent logs it: a write that slow says the
+// API server, the network or the flow control in between is struggling.
+const slowWrite = 2 * time.Second
+
+// write performs one API write, bounded by writeTimeout, as a child span of the reconcile's span
+// (when tracing), records it among the pass's actions, and observes the watch-event-to-write
+// lag. A slow or failed write is logged with its duration.
 func (r *Reconciler) write(ctx context.Context, side, action string, obj client.Object, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
 	if r.Tracer != nil {
 		var span trace.Span
 		ctx, span = r.Tracer.Start(ctx, action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
@@ -46,14 +67,23 @@ func (r *Reconciler) write(ctx context.Context, side, action string, obj client.
 			telemetry.AttrWriteObjct.String(obj.GetNamespace()+"/"+obj.GetName()),
 		))
 		defer span.End()
-		err := fn(ctx)
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		return r.afterWrite(ctx, action, err)
 	}
-	return r.afterWrite(ctx, action, fn(ctx))
+	start := time.Now()
+	err := fn(ctx)
+	if took := time.Since(start); took > slowWrite || err != nil {
+		log := logr.FromContextOrDiscard(ctx)
+		if err != nil {
+			log.V(1).Info("write failed", "action", action, "cluster", side, "took", took.String(), "error", err.Error())
+		} else {
+			log.Info("slow write", "action", action, "cluster", side, "took", took.String())
+		}
+	}
+	if err != nil && r.Tracer != nil {
+		span := trace.SpanFromContext(ctx)
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return r.afterWrite(ctx, action, err)
 }
 
 func (r *Reconciler) afterWrite(ctx context.Context, action string, err error) error {

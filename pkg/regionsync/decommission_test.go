@@ -3,6 +3,7 @@ package regionsync_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 )
@@ -162,20 +164,26 @@ func TestDecommissionReleasesRegionFinalizers(t *testing.T) {
 		t.Fatalf("shard Lease: %v", err)
 	}
 
-	unchanged := func(when string) {
-		t.Helper()
+	changed := func() error {
 		for _, o := range []*demov1alpha1.Tenant{a, b, c, d, other} {
 			if !controllerutil.ContainsFinalizer(remoteOf(o), finalizer) {
-				t.Fatalf("%s: %s lost its finalizer", when, o.Name)
+				return fmt.Errorf("%s lost its finalizer", o.Name)
 			}
 		}
 		for name := range localKeys {
 			if ok, err := copyExists(name); !ok || err != nil {
-				t.Fatalf("%s: copy %s gone (%v)", when, name, err)
+				return fmt.Errorf("copy %s gone (%v)", name, err)
 			}
 		}
 		if err := management.Client.Get(bg, leaseKey, &coordinationv1.Lease{}); err != nil {
-			t.Fatalf("%s: shard Lease: %v", when, err)
+			return fmt.Errorf("shard Lease: %w", err)
+		}
+		return nil
+	}
+	unchanged := func(when string) {
+		t.Helper()
+		if err := changed(); err != nil {
+			t.Fatalf("%s: %v", when, err)
 		}
 	}
 
@@ -197,8 +205,7 @@ func TestDecommissionReleasesRegionFinalizers(t *testing.T) {
 			t.Errorf("%s: OutOfShard %v", r.Remote, r.OutOfShard)
 		}
 	}
-	time.Sleep(time.Second)
-	unchanged("after the dry run")
+	testenv.Consistently(t, "nothing changed after the dry run", time.Second, changed)
 
 	// A live replica holds the shard Lease: refused without Force.
 	lease = &coordinationv1.Lease{}

@@ -2,6 +2,7 @@ package regionsync_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 )
 
@@ -40,7 +42,9 @@ func TestRegionStatusConverges(t *testing.T) {
 	runCtx, stop := context.WithCancel(bg)
 	t.Cleanup(stop)
 	go func() { _ = mgr.Start(runCtx) }()
-	time.Sleep(3 * time.Second) // the claim is held and the Region is found missing
+	eventually(t, 30*time.Second, "the claim is held and the Region is found missing", func() (bool, error) {
+		return mgmtLog.notFoundCount(http.MethodGet, "/apis/regionsync.dev/v1alpha1/regions/"+name) > 0, nil
+	})
 
 	created := time.Now()
 	r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -64,10 +68,12 @@ func TestRegionStatusConverges(t *testing.T) {
 		return method == http.MethodPut && strings.HasSuffix(path, "/regions/"+name+"/status")
 	}
 	before := mgmtLog.count(statusWrites)
-	time.Sleep(8 * time.Second)
-	if n := mgmtLog.count(statusWrites) - before; n != 0 {
-		t.Errorf("%d Region status writes in 8 s after a foreign condition was added, want 0 (the heartbeat is not due)", n)
-	}
+	testenv.Consistently(t, "no Region status write for 8 s after a foreign condition was added (the heartbeat is not due)", 8*time.Second, func() error {
+		if n := mgmtLog.count(statusWrites) - before; n != 0 {
+			return fmt.Errorf("%d Region status writes", n)
+		}
+		return nil
+	})
 	if err := management.Client.Get(bg, client.ObjectKeyFromObject(r), r); err != nil {
 		t.Fatal(err)
 	}

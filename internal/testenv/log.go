@@ -1,0 +1,85 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+)
+
+// logKeep bounds what a TestLog keeps: the last lines of a long test are the ones that explain
+// its failure.
+const logKeep = 20000
+
+// TestLog is the log of the agents a test runs in-process: every line they write (at the
+// verbosity of REGIONSYNC_TEST_LOG_V, default 1: every pass's decisions), timestamped, kept in
+// memory and printed with the test's output when the test fails. A flaky failure is then read
+// from the run that failed, not reproduced by guesswork.
+type TestLog struct {
+	mu      sync.Mutex
+	lines   []string
+	dropped int
+}
+
+// NewTestLog returns a log that is printed (its last lines) when tb fails.
+func NewTestLog(tb testing.TB) *TestLog {
+	l := &TestLog{}
+	tb.Cleanup(func() {
+		if tb.Failed() || os.Getenv("REGIONSYNC_TEST_LOG") != "" {
+			tb.Log(l.String())
+		}
+	})
+	return l
+}
+
+// Logger returns a logger writing to l under name.
+func (l *TestLog) Logger(name string) logr.Logger {
+	v := 1
+	if s := os.Getenv("REGIONSYNC_TEST_LOG_V"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil {
+			v = n
+		}
+	}
+	return funcr.New(func(prefix, args string) {
+		l.add(time.Now().Format("15:04:05.000") + " " + prefix + " " + args)
+	}, funcr.Options{Verbosity: v, LogCaller: funcr.None}).WithName(name)
+}
+
+// Printf adds a line written by the test itself (what it did, for the reader of a failure).
+func (l *TestLog) Printf(format string, args ...any) {
+	l.add(time.Now().Format("15:04:05.000") + " test: " + fmt.Sprintf(format, args...))
+}
+
+func (l *TestLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) >= logKeep {
+		n := copy(l.lines, l.lines[logKeep/2:])
+		l.lines = l.lines[:n]
+		l.dropped += logKeep / 2
+	}
+	l.lines = append(l.lines, line)
+}
+
+// String is the kept log, one line per entry.
+func (l *TestLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "agent log (%d lines", len(l.lines))
+	if l.dropped > 0 {
+		fmt.Fprintf(&b, ", the first %d dropped", l.dropped)
+	}
+	b.WriteString("):\n")
+	for _, s := range l.lines {
+		b.WriteString(s)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
