@@ -43,7 +43,7 @@ test-rules: ## promtool: check and unit-test the Prometheus alerting rules (inst
 
 # The pure-logic tests of packages that also hold integration tests; a test listed here that
 # needs API servers fails (REGIONSYNC_NO_CONTROL_PLANE), it never starts them.
-SYNCER_PURE_TESTS := ^(TestDesiredReplace|TestIdentityJudge|TestApplyInSync|TestHashSecretData|TestDeletionBudgetAllows|TestBudgetGate|TestStatusRefusal|TestWriteFightThrottle|TestWriteFightFailedWritesAreNotUndone|TestWriteFightSweep|FuzzIsSubset|TestCacheTransform|TestCompactObjectAccessors|FuzzCompactRoundTrip|TestStringPairs|FuzzStringPairs|FuzzUUID|TestMissedEvents|TestLowFeedBacklog|TestLowFeedRun)$$
+SYNCER_PURE_TESTS := ^(TestDesiredReplace|TestIdentityJudge|TestApplyInSync|TestHashSecretData|TestDeletionBudgetAllows|TestBudgetGate|TestStatusRefusal|TestWriteFightThrottle|TestWriteFightFailedWritesAreNotUndone|TestWriteFightHeldAfterFailedWrite|TestWriteFightSweep|FuzzIsSubset|TestCacheTransform|TestCompactObjectAccessors|FuzzCompactRoundTrip|TestStringPairs|FuzzStringPairs|FuzzUUID|TestMissedEvents|TestLowFeedBacklog|TestLowFeedRun)$$
 AGENT_PURE_TESTS := ^TestAgentConfigErrors$$
 test-unit: ## Pure-logic tests only (no control plane is started).
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -count=1 ./pkg/config/ ./internal/shard/... ./internal/retry/ ./internal/telemetry/ ./internal/otlpsink/

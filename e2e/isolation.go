@@ -13,12 +13,12 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	"github.com/regionsync/regionsync/internal/testenv"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -314,13 +314,11 @@ func outsideShard(t *testing.T, f Fleet, keys shard.Keys) {
 
 func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		last = err
-		return ok, nil
+	testenv.Eventually(t, what, 2*time.Minute, func() error {
+		ok, err := cond(context.Background())
+		if err == nil && !ok {
+			err = errors.New("not yet")
+		}
+		return err
 	})
-	if err != nil {
-		t.Fatalf("%s: %v (last error: %v)", what, err, last)
-	}
 }

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionsync/regionsync/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
@@ -218,51 +218,41 @@ func createTenant(t *testing.T, f Fleet, ns, region string) {
 // with reason about namespace/name, read through events.k8s.io/v1 as an operator would.
 func waitEvent(t *testing.T, c client.Client, namespace, name, reason string) {
 	t.Helper()
-	var seen []string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, fmt.Sprintf("a %s event of %s about %s/%s", reason, syncer.EventSource, namespace, name), 30*time.Second, func() error {
 		evs := &eventsv1.EventList{}
-		if err := c.List(ctx, evs, client.InNamespace(namespace)); err != nil {
-			return false, err
+		if err := c.List(context.Background(), evs, client.InNamespace(namespace)); err != nil {
+			return err
 		}
-		seen = seen[:0]
+		var seen []string
 		for _, ev := range evs.Items {
 			seen = append(seen, ev.ReportingController+" "+ev.Reason+" "+ev.Regarding.Name)
 			if ev.Regarding.Name == name && ev.Reason == reason && ev.ReportingController == syncer.EventSource {
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("events: %v", seen)
 	})
-	if err != nil {
-		t.Fatalf("no %s event of %s about %s/%s: %v (events: %v)", reason, syncer.EventSource, namespace, name, err, seen)
-	}
 }
 
 func waitRoundTrip(t *testing.T, f Fleet, keys shard.Keys, ns, region string) {
 	t.Helper()
 	ctx := context.Background()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, fmt.Sprintf("%s/acme-%s round trip in %s", ns, region, region), 2*time.Minute, func() error {
 		remote, local, token := &demov1alpha1.Tenant{}, &demov1alpha1.Tenant{}, &corev1.Secret{}
 		if err := f.Management().Get(ctx, client.ObjectKey{Namespace: ns, Name: "acme-" + region}, remote); err != nil {
-			last = err.Error()
-			return false, nil
+			return err
 		}
 		if err := f.Region(region).Get(ctx, client.ObjectKey{Namespace: ns, Name: "acme"}, local); err != nil {
-			last = "local: " + err.Error()
-			return false, nil
+			return fmt.Errorf("local: %w", err)
 		}
 		if err := f.Management().Get(ctx, client.ObjectKey{Namespace: ns, Name: tenantoperator.TokenSecretName + "-" + region}, token); err != nil {
-			last = err.Error()
-			return false, nil
+			return err
 		}
-		current := keys.GenerationsCurrent(remote.Annotations, remote.Generation, local.Generation) &&
+		if keys.GenerationsCurrent(remote.Annotations, remote.Generation, local.Generation) &&
 			remote.Status.Phase == tenantoperator.PhaseReady && remote.Status.ObservedGeneration == local.Generation &&
-			len(token.Data["token"]) > 0
-		last = fmt.Sprintf("status %+v annotations %v token %d bytes", remote.Status, remote.Annotations, len(token.Data["token"]))
-		return current, nil
+			len(token.Data["token"]) > 0 {
+			return nil
+		}
+		return fmt.Errorf("status %+v annotations %v token %d bytes", remote.Status, remote.Annotations, len(token.Data["token"]))
 	})
-	if err != nil {
-		t.Fatalf("%s/%s round trip in %s: %v (last: %s)", ns, "acme-"+region, region, err, last)
-	}
 }

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regionsync/regionsync/internal/testenv"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
@@ -65,20 +65,14 @@ func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
 	for _, r := range f.Regions() {
 		t.Run(r, func(t *testing.T) {
 			waitRoundTrip(t, f, keys, traceNamespace, r)
-			var last string
-			err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-				err := checkTrace(recv.Trace(traces[r]), r, parents[r])
-				if err != nil {
-					last = err.Error()
-				}
-				return err == nil, nil
+			defer func() {
+				var tree bytes.Buffer
+				_ = otlpsink.PrintTrace(&tree, "  ", recv.Trace(traces[r]))
+				t.Logf("%s: trace received\n%s", r, tree.String())
+			}()
+			testenv.Eventually(t, fmt.Sprintf("%s: trace %s complete", r, traces[r]), time.Minute, func() error {
+				return checkTrace(recv.Trace(traces[r]), r, parents[r])
 			})
-			var tree bytes.Buffer
-			_ = otlpsink.PrintTrace(&tree, "  ", recv.Trace(traces[r]))
-			t.Logf("%s: trace received\n%s", r, tree.String())
-			if err != nil {
-				t.Fatalf("%s: trace %s incomplete: %s", r, traces[r], last)
-			}
 		})
 	}
 	t.Run("no secret data in spans", func(t *testing.T) {

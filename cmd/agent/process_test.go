@@ -22,7 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -233,12 +232,9 @@ func (e *fleetEnv) tenant(ns, name string) {
 
 func (e *fleetEnv) waitLocal(c *testenv.Cluster, ns, name string, timeout time.Duration) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(e.ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		return c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &demov1alpha1.Tenant{}) == nil, nil
+	e.eventually(fmt.Sprintf("%s/%s reaches %s", ns, name, c.Name), timeout, func() error {
+		return c.Client.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: name}, &demov1alpha1.Tenant{})
 	})
-	if err != nil {
-		e.t.Fatalf("%s/%s never reached %s within %s", ns, name, c.Name, timeout)
-	}
 }
 
 func (e *fleetEnv) eventually(what string, timeout time.Duration, cond func() error) {

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
@@ -308,11 +307,12 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 		}
 	}
 	// The policy is loaded asynchronously.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return apierrors.IsForbidden(annotate(us, foreign.DeepCopy(), "1")), nil
-	}); err != nil {
-		t.Fatal("the policy never denied region us a write on region eu's object")
-	}
+	testenv.Eventually(t, "the policy denies region us a write on region eu's object", 30*time.Second, func() error {
+		if err := annotate(us, foreign.DeepCopy(), "1"); !apierrors.IsForbidden(err) {
+			return fmt.Errorf("answered %v", err)
+		}
+		return nil
+	})
 
 	denied("annotate another region's object", annotate(us, foreign.DeepCopy(), "2"))
 	allowed("annotate its own object", annotate(us, own, "1"))

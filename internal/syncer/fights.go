@@ -33,7 +33,10 @@ type fightState struct {
 	at          time.Time // when
 	undone      int       // how many writes of the same content in a row
 	nextAllowed time.Time // in a fight: the earliest next write
-	reportedAt  time.Time
+	// held: the last attempt was held back until nextAllowed, and that write is still owed (the
+	// pass that was held must run again then, see retryAfter).
+	held       bool
+	reportedAt time.Time
 	// prev is the state before the last admitted write, restored when that write failed: a
 	// write that never happened undoes nothing, and is not undone by anyone.
 	prev *fightState
@@ -85,6 +88,7 @@ func (t *fightTracker) admit(key fightKey, hash string, now time.Time) fightVerd
 		v.fighting = true
 		if now.Before(s.nextAllowed) {
 			s.undone-- // this attempt wrote nothing: it undoes nothing
+			s.held = true
 			return fightVerdict{wait: s.nextAllowed.Sub(now), fighting: true, undone: s.undone}
 		}
 		s.nextAllowed = now.Add(fightInterval)
@@ -92,7 +96,7 @@ func (t *fightTracker) admit(key fightKey, hash string, now time.Time) fightVerd
 			v.report, s.reportedAt = true, now
 		}
 	}
-	s.hash, s.at, s.prev = hash, now, &before
+	s.hash, s.at, s.prev, s.held = hash, now, &before, false
 	return v
 }
 
@@ -124,13 +128,17 @@ func (t *fightTracker) failed(key fightKey) {
 	}
 }
 
-// retryAfter is how long until a throttled write of any side of remote may go (0: none waits).
+// retryAfter is how long until a held write of any side of remote may go (0: none waits). A
+// held write is owed whatever the count of undone writes says meanwhile: a paced write that
+// failed (a conflict with the other writer) gives its undone count back, and the attempt held
+// after it must still run again once the pace allows, or the object stays as the other writer
+// left it until some unrelated event.
 func (t *fightTracker) retryAfter(remote types.NamespacedName, now time.Time) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var wait time.Duration
 	for _, side := range []string{sideManagement, sideLocal} {
-		if s := t.m[fightKey{remote, side}]; s != nil && s.undone >= fightThreshold && s.nextAllowed.After(now) {
+		if s := t.m[fightKey{remote, side}]; s != nil && s.held && s.nextAllowed.After(now) {
 			wait = max(wait, s.nextAllowed.Sub(now))
 		}
 	}

@@ -89,6 +89,41 @@ func TestWriteFightFailedWritesAreNotUndone(t *testing.T) {
 	}
 }
 
+// TestWriteFightHeldAfterFailedWrite: the sequence a suite run caught (the copy stayed as the
+// other writer left it after the fight): a paced write in a fight fails with a conflict, which
+// gives its undone count back below the threshold; the next attempt is still held until the pace
+// allows, and its retry must be scheduled (retryAfter), or nothing ever writes the object again.
+func TestWriteFightHeldAfterFailedWrite(t *testing.T) {
+	key := fightKey{remote: types.NamespacedName{Namespace: "a", Name: "b"}, side: sideLocal}
+	ft := newFightTracker()
+	t0 := time.Unix(1000, 0)
+	for i := range fightThreshold + 1 { // three undone writes, then the first paced one
+		if v := ft.admit(key, "x", t0.Add(time.Duration(i)*200*time.Millisecond)); !v.allowed {
+			t.Fatalf("write %d held", i)
+		}
+	}
+	if got := ft.retryAfter(key.remote, t0.Add(time.Second)); got != 0 {
+		t.Fatalf("retryAfter %s with no write held, want 0", got)
+	}
+	ft.failed(key) // the paced write met a conflict
+	at := t0.Add(2 * time.Second)
+	v := ft.admit(key, "x", at)
+	if v.allowed {
+		t.Fatal("a write within the pace after a failed paced write was allowed")
+	}
+	if got := ft.retryAfter(key.remote, at); got != v.wait || got <= 0 {
+		t.Fatalf("retryAfter %s after a held write, want %s", got, v.wait)
+	}
+	// Once the held write went, nothing is owed.
+	at = at.Add(v.wait)
+	if v := ft.admit(key, "x", at); !v.allowed {
+		t.Fatal("the held write was not allowed when due")
+	}
+	if got := ft.retryAfter(key.remote, at.Add(time.Second)); got != 0 {
+		t.Fatalf("retryAfter %s after the held write went, want 0", got)
+	}
+}
+
 // TestWriteFightSweep: the tracker forgets objects not written for fightWindow (it would
 // otherwise hold every object ever written), keeps the recent ones and a running fight, and
 // what it forgot decides nothing differently.

@@ -18,7 +18,7 @@ import (
 const logKeep = 20000
 
 // TestLog is the log of the agents a test runs in-process: every line they write (at the
-// verbosity of REGIONSYNC_TEST_LOG_V, default 1: every pass's decisions), timestamped, kept in
+// verbosity of REGIONSYNC_TEST_LOG_V, default 2: every pass, its writes and its outcome), timestamped, kept in
 // memory and printed with the test's output when the test fails. A flaky failure is then read
 // from the run that failed, not reproduced by guesswork.
 type TestLog struct {
@@ -40,7 +40,7 @@ func NewTestLog(tb testing.TB) *TestLog {
 
 // Logger returns a logger writing to l under name.
 func (l *TestLog) Logger(name string) logr.Logger {
-	v := 1
+	v := 2
 	if s := os.Getenv("REGIONSYNC_TEST_LOG_V"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil {
 			v = n
