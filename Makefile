@@ -7,9 +7,12 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build bench bench-quick bench-tracing docker-build agent-image-offline kind-node-image test-e2e test-e2e-kind test test-rules test-unit soak fuzz demo lint lint-fix generate control-plane clean
+.PHONY: all help build bench bench-quick bench-tracing docker-build agent-image-offline kind-node-image test-e2e test-e2e-kind test test-rules test-unit soak fuzz demo lint lint-fix generate control-plane clean
 
 all: build
+
+help: ## List the targets with what each does.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build the agent, the demo and the demo tenant operator into bin/.
 	$(GO) build -ldflags "-X main.Version=$(VERSION)" -o $(BIN)/ ./cmd/...

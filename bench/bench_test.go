@@ -19,7 +19,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -193,11 +192,11 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plainMgmt, err := client.New(e.regionConfig(e.baseRegion), client.Options{Scheme: scheme.New()})
+	plainMgmt, err := client.New(e.regionConfig(e.baseRegion), client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	plainLocal, err := client.New(e.agentLocalConfig(), client.Options{Scheme: scheme.New()})
+	plainLocal, err := client.New(e.agentLocalConfig(), client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/deploy"
-	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -187,7 +186,7 @@ func (e *env) agentLocalConfig() *rest.Config {
 func unlimited(c *testenv.Cluster) (client.WithWatch, error) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = -1, 0
-	return client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+	return client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme()})
 }
 
 // deriveRegion registers a region named name on management from baseRegion's shipped registration

@@ -33,8 +33,8 @@ import (
 
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/otlpsink"
-	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard/claim"
+	"github.com/regionsync/regionsync/internal/testenv"
 )
 
 // KindPrefix starts the name of every kind cluster the provider creates.
@@ -325,7 +325,7 @@ func (f *KindFleet) connect(name string) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		return err
 	}
@@ -497,7 +497,7 @@ func (f *KindFleet) AgentIdentities(region string) (client.Client, client.Client
 		c := rest.CopyConfig(cfg)
 		c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa,
 			Groups: []string{"system:authenticated", "system:serviceaccounts", "system:serviceaccounts:" + ns}}
-		return client.New(c, client.Options{Scheme: scheme.New()})
+		return client.New(c, client.Options{Scheme: testenv.Scheme()})
 	}
 	local, err := as(f.configs[kindName(region)], agentNamespace, agentServiceAccount)
 	if err != nil {

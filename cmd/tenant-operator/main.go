@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
@@ -29,7 +32,7 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:  scheme.New(),
+		Scheme:  tenantScheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	// Traces go to the collector named by the standard OTEL_EXPORTER_OTLP_* variables, if any.
@@ -50,4 +53,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tenant-operator:", err)
 		os.Exit(1)
 	}
+}
+
+// tenantScheme is the shipped scheme plus the demo's Tenant API.
+func tenantScheme() *runtime.Scheme {
+	s := scheme.New()
+	utilruntime.Must(demov1alpha1.AddToScheme(s))
+	return s
 }

@@ -19,8 +19,6 @@ import (
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -33,13 +31,27 @@ func ClusterID(ctx context.Context, c client.Reader) (string, error) {
 	return string(ns.UID), nil
 }
 
-// Sources are what the reporter reads the region's health from.
+// Claim is the shard claim as the Region reports it.
+type Claim struct {
+	// Syncing: the claim is held and no overlapping live shard stops the agent.
+	Syncing bool
+	// Reason and Message explain the claim (a shard claim reason of the Region API).
+	Reason, Message string
+}
+
+// KindStats is what one synced kind reports: its objects by state and when it last synced.
+type KindStats struct {
+	regionsyncv1alpha1.ResourceCounts
+	LastSync time.Time
+}
+
+// Sources are what the reporter reads the region's health from. The reporter knows neither the
+// engine nor the claim: the agent wires them in (pkg/regionsync), so health depends only on the
+// Region API.
 type Sources struct {
 	ManagementConnected func() bool
-	Claim               func() claim.State
-	Stats               func() []syncer.Stats
-	// LocalReady reports whether the local caches are synced.
-	LocalReady func() bool
+	Claim               func() Claim
+	Stats               func() []KindStats
 	// FirstPassDone reports whether every kind's caches synced and its first pass over the shard
 	// finished; until then the region is neither Synced nor Ready.
 	FirstPassDone func() bool
@@ -209,12 +221,7 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	var heldKinds []string
 	var last time.Time
 	for _, s := range r.Sources.Stats() {
-		c := regionsyncv1alpha1.ResourceCounts{
-			Resource: s.Resource,
-			Synced:   int32(s.Counts[syncer.StateSynced]), Pending: int32(s.Counts[syncer.StatePending]),
-			Failed: int32(s.Counts[syncer.StateFailed]), Paused: int32(s.Counts[syncer.StatePaused]),
-			Invalid: int32(s.Counts[syncer.StateInvalid]), DeletionsHeld: int32(s.DeletionsHeld),
-		}
+		c := s.ResourceCounts
 		st.Resources = append(st.Resources, c)
 		bad += c.Pending + c.Failed + c.Invalid
 		held += c.DeletionsHeld
@@ -242,7 +249,7 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	}
 	set(regionsyncv1alpha1.ConditionShardClaimed, shardClaim.Syncing, shardClaim.Reason, shardClaim.Message)
 	firstPass := r.Sources.FirstPassDone == nil || r.Sources.FirstPassDone()
-	synced := shardClaim.Syncing && bad == 0 && firstPass && (r.Sources.LocalReady == nil || r.Sources.LocalReady())
+	synced := shardClaim.Syncing && bad == 0 && firstPass
 	switch {
 	case synced:
 		set(regionsyncv1alpha1.ConditionSynced, true, regionsyncv1alpha1.ReasonSynced, "every object of the shard is in sync or paused")

@@ -16,8 +16,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -44,7 +44,7 @@ func inSyncReconciler(b *testing.B, tracer trace.Tracer) (*Reconciler, ctrl.Requ
 	local.SetUID("local-uid")
 	local.SetGeneration(2)
 	local.Object["status"] = map[string]any{"phase": "Ready", "observedGeneration": int64(2)}
-	s := scheme.New()
+	s := testenv.Scheme()
 	remoteClient := fake.NewClientBuilder().WithScheme(s).WithObjects(remote).Build()
 	localClient := fake.NewClientBuilder().WithScheme(s).WithObjects(local).Build()
 	r := &Reconciler{

@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -135,7 +136,8 @@ func (r *Reconciler) secretsUp(ctx context.Context, remote, local *unstructured.
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("uploading secrets of %s: %v", objectRef(remote), errs)
+		// Joined, not flattened to text: a conflict among them stays a conflict (errors.As).
+		return fmt.Errorf("uploading secrets of %s: %w", objectRef(remote), errors.Join(errs...))
 	}
 	return nil
 }

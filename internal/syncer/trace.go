@@ -64,7 +64,7 @@ func (r *Reconciler) write(ctx context.Context, side, action string, obj client.
 		ctx, span = r.Tracer.Start(ctx, action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 			telemetry.AttrWriteSide.String(side),
 			telemetry.AttrWriteVerb.String(action),
-			telemetry.AttrWriteObjct.String(obj.GetNamespace()+"/"+obj.GetName()),
+			telemetry.AttrWriteObject.String(obj.GetNamespace()+"/"+obj.GetName()),
 		))
 		defer span.End()
 	}

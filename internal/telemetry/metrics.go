@@ -10,10 +10,9 @@ import (
 
 // Directions of a sync write.
 const (
-	DirectionClaim  = "claim"  // finalizer added on management
-	DirectionUp     = "up"     // status to management
-	DirectionSecret = "secret" // secret to management
-	DirectionDown   = "down"   // spec to the region
+	DirectionClaim  = "claim" // finalizer added on management
+	DirectionUp     = "up"    // status to management
+	DirectionDown   = "down"  // spec to the region
 	DirectionMeta   = "generations"
 	DirectionDelete = "delete" // local copy or namespace deleted, finalizer released
 )

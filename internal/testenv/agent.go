@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -17,6 +19,7 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -62,7 +65,7 @@ func TenantAgentConfig(region, suffix, managementKubeconfig string) *config.Agen
 // found under tenantoperator.DefaultTraceAnnotation.
 func StartTenantOperator(ctx context.Context, cfg *rest.Config, region string, tracer trace.Tracer) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Scheme: Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
@@ -136,4 +139,12 @@ func Tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// Scheme is the scheme of the harness: the shipped binaries' (internal/scheme) plus the demo's
+// Tenant API, which the production agent does not link.
+func Scheme() *runtime.Scheme {
+	s := scheme.New()
+	utilruntime.Must(demov1alpha1.AddToScheme(s))
+	return s
 }

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/testenv"
 )
 
@@ -21,7 +20,7 @@ func TestProxyDownUp(t *testing.T) {
 	}
 	cfg := p.Config(c.Config)
 	cfg.Timeout = 2e9
-	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	cl, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/regionsync/regionsync/internal/scheme"
 )
 
 // Options configures a Fleet.
@@ -199,7 +197,7 @@ func startCluster(name, dir, binDir string, w wrappers, opts Options) (*Cluster,
 		BinaryAssetsDirectory: binDir,
 		CRDDirectoryPaths:     opts.CRDDirectoryPaths,
 		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme.New(),
+		Scheme:                Scheme(),
 	}
 	api := env.ControlPlane.GetAPIServer()
 	api.Path = w.apiserver
@@ -217,7 +215,7 @@ func startCluster(name, dir, binDir string, w wrappers, opts Options) (*Cluster,
 		_ = c.stop()
 		return nil, err
 	}
-	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+	if c.Client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
 		_ = c.stop()
 		return nil, err
 	}
@@ -293,7 +291,7 @@ func (c *Cluster) ServiceAccountConfig(namespace, name string) *rest.Config {
 
 // ServiceAccountClient is a client acting as the ServiceAccount namespace/name.
 func (c *Cluster) ServiceAccountClient(namespace, name string) (client.Client, error) {
-	return client.New(c.ServiceAccountConfig(namespace, name), client.Options{Scheme: scheme.New()})
+	return client.New(c.ServiceAccountConfig(namespace, name), client.Options{Scheme: Scheme()})
 }
 
 // WriteImpersonatingKubeconfig writes a kubeconfig file that acts as user (with groups) and

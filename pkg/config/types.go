@@ -18,16 +18,15 @@ func TypeMeta() metav1.TypeMeta { return metav1.TypeMeta{APIVersion: APIVersion,
 
 // Defaults applied by Default.
 const (
-	DefaultAnnotationDomain     = "regionsync.dev"
-	DefaultManagementNamespace  = "regionsync-system"
-	DefaultLeaderNamespace      = "regionsync-system"
-	DefaultConcurrency          = 4
-	DefaultDeletionMaxFraction  = 0.5
-	DefaultDeletionMinObjects   = 10
-	DefaultMetricsAddr          = ":8080"
-	DefaultHealthAddr           = ":8081"
-	DefaultSamplingRatio        = 1.0
-	DefaultResyncPeriodDuration = "10m"
+	DefaultAnnotationDomain    = "regionsync.dev"
+	DefaultManagementNamespace = "regionsync-system"
+	DefaultLeaderNamespace     = "regionsync-system"
+	DefaultConcurrency         = 4
+	DefaultDeletionMaxFraction = 0.5
+	DefaultDeletionMinObjects  = 10
+	DefaultMetricsAddr         = ":8080"
+	DefaultHealthAddr          = ":8081"
+	DefaultSamplingRatio       = 1.0
 )
 
 // Strategy says how spec is written to the local copy.

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -51,7 +50,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	managementConfig, hostScheme, ctx = management.Config, scheme.New(), base
+	managementConfig, hostScheme, ctx = management.Config, testenv.Scheme(), base
 	code := m.Run()
 	cancel()
 	if err := fleet.Stop(); err != nil {

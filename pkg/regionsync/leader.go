@@ -131,9 +131,12 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 		Leader: l.holder, ClusterID: clusterID, AgentVersion: l.version, Shard: def.String(),
 		Sources: health.Sources{
 			ManagementConnected: l.engine.ManagementConnected,
-			Claim:               c.State,
-			Stats:               l.engine.Stats,
-			FirstPassDone:       func() bool { return l.engine.FirstPassDone(ctx) },
+			Claim: func() health.Claim {
+				s := c.State()
+				return health.Claim{Syncing: s.Syncing, Reason: s.Reason, Message: s.Message}
+			},
+			Stats:         func() []health.KindStats { return kindStats(l.engine.Stats()) },
+			FirstPassDone: func() bool { return l.engine.FirstPassDone(ctx) },
 		},
 		Refresh: l.cfg.Telemetry.HeartbeatInterval.Duration,
 		Log:     l.log.WithName("region"),
@@ -159,4 +162,21 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 			l.log.Error(err, "claim stopped; starting again")
 		}
 	}
+}
+
+// kindStats is the engine's per-kind counts as the Region reports them.
+func kindStats(stats []syncer.Stats) []health.KindStats {
+	out := make([]health.KindStats, 0, len(stats))
+	for _, s := range stats {
+		out = append(out, health.KindStats{
+			ResourceCounts: regionsyncv1alpha1.ResourceCounts{
+				Resource: s.Resource,
+				Synced:   int32(s.Counts[syncer.StateSynced]), Pending: int32(s.Counts[syncer.StatePending]),
+				Failed: int32(s.Counts[syncer.StateFailed]), Paused: int32(s.Counts[syncer.StatePaused]),
+				Invalid: int32(s.Counts[syncer.StateInvalid]), DeletionsHeld: int32(s.DeletionsHeld),
+			},
+			LastSync: s.LastSync,
+		})
+	}
+	return out
 }
