@@ -95,3 +95,15 @@ func (k Keys) IsAgentKey(key string) bool {
 	}
 	return false
 }
+
+// OwnsNamespace reports whether a local namespace with these annotations was created by the
+// agent for the copy named copyName of kind (a KindName): its owner annotation names the copy
+// and its owner-kind annotation, when present, the kind. A namespace sync-controller created
+// carries only the owner name, which is accepted.
+func (k Keys) OwnsNamespace(namespaceAnnotations map[string]string, copyName, kind string) bool {
+	if namespaceAnnotations[k.Owner] != copyName {
+		return false
+	}
+	owner, ok := namespaceAnnotations[k.OwnerKind]
+	return !ok || owner == kind
+}

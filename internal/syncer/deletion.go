@@ -209,12 +209,7 @@ func (r *Reconciler) deleteLocal(ctx context.Context, local *unstructured.Unstru
 // ownsNamespace reports whether the agent created ns for this object (and this kind: a namespace
 // created by sync-controller carries only the owner name, which is accepted).
 func (r *Reconciler) ownsNamespace(ns *corev1.Namespace, local *unstructured.Unstructured) bool {
-	a := ns.Annotations
-	if a[r.Keys.Owner] != local.GetName() {
-		return false
-	}
-	kind, ok := a[r.Keys.OwnerKind]
-	return !ok || kind == r.Name()
+	return r.Keys.OwnsNamespace(ns.Annotations, local.GetName(), r.Name())
 }
 
 // kindReadTimeout bounds the read of one kind in aloneInNamespace.

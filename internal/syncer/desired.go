@@ -78,11 +78,7 @@ func desiredReplace(remote, live *unstructured.Unstructured, local types.Namespa
 		// status stays as it is: it is the local controller's (and ignored by Update when the
 		// kind has a status subresource).
 	} else {
-		out = &unstructured.Unstructured{Object: map[string]any{}}
-		out.SetAPIVersion(remote.GetAPIVersion())
-		out.SetKind(remote.GetKind())
-		out.SetNamespace(local.Namespace)
-		out.SetName(local.Name)
+		out = newCopy(remote, local)
 	}
 	copyContent(out, remote)
 	labels, annotations := copiedMetadata(remote, keys, region)
@@ -127,11 +123,7 @@ func copiedKeys(remote *unstructured.Unstructured, keys shard.Keys) string {
 // desiredApply returns the apply configuration the Apply strategy sends: only the fields the agent
 // owns (content, copied labels and annotations, its marks), plus the hash of that configuration.
 func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName, keys shard.Keys, region string) (*unstructured.Unstructured, string) {
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(remote.GetAPIVersion())
-	out.SetKind(remote.GetKind())
-	out.SetNamespace(local.Namespace)
-	out.SetName(local.Name)
+	out := newCopy(remote, local)
 	copyContent(out, remote)
 	labels, annotations := copiedMetadata(remote, keys, region)
 	out.SetLabels(labels)
@@ -288,4 +280,14 @@ func hashSecretData(secretType string, data map[string][]byte) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// newCopy is an empty object of remote's kind named local.
+func newCopy(remote *unstructured.Unstructured, local types.NamespacedName) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(remote.GetAPIVersion())
+	out.SetKind(remote.GetKind())
+	out.SetNamespace(local.Namespace)
+	out.SetName(local.Name)
+	return out
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -474,11 +475,7 @@ func (dc *decommissioner) deleteCopy(ctx context.Context, t *target) error {
 // ownsNamespace reports whether the agent created ns for this copy (sync-controller's namespaces
 // carry only the owner name, which is accepted).
 func (dc *decommissioner) ownsNamespace(ns *corev1.Namespace, t *target) bool {
-	if ns.Annotations[dc.keys.Owner] != t.copy.GetName() {
-		return false
-	}
-	kind, ok := ns.Annotations[dc.keys.OwnerKind]
-	return !ok || kind == shard.KindName(t.gvk)
+	return dc.keys.OwnsNamespace(ns.Annotations, t.copy.GetName(), shard.KindName(t.gvk))
 }
 
 // aloneInNamespace reports whether no other object of any configured kind carries this region's
@@ -511,28 +508,30 @@ func (dc *decommissioner) release(ctx context.Context, t *target) error {
 		return nil
 	}
 	obj := t.obj
-	for attempt := 0; ; attempt++ {
-		if !controllerutil.ContainsFinalizer(obj, dc.keys.Finalizer) {
-			return nil
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if obj == nil || !controllerutil.ContainsFinalizer(obj, dc.keys.Finalizer) {
+			return nil // released, or replaced by another object: nothing of ours left
 		}
 		before := obj.DeepCopy()
 		controllerutil.RemoveFinalizer(obj, dc.keys.Finalizer)
 		err := dc.remote.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-			return nil
-		case !apierrors.IsConflict(err) || attempt == 4:
-			return fmt.Errorf("releasing the finalizer of %s %s: %w", shard.KindName(t.gvk), keyOf(t.obj), err)
+		if !apierrors.IsConflict(err) {
+			return client.IgnoreNotFound(err)
 		}
 		fresh := newObject(t.gvk)
 		if err := dc.remote.Get(ctx, keyOf(t.obj), fresh); err != nil {
 			return client.IgnoreNotFound(fmt.Errorf("re-reading %s %s: %w", shard.KindName(t.gvk), keyOf(t.obj), err))
 		}
-		if fresh.GetUID() != t.obj.GetUID() {
-			return nil // replaced by another object: nothing of ours left
+		obj = nil
+		if fresh.GetUID() == t.obj.GetUID() {
+			obj = fresh
 		}
-		obj = fresh
+		return err // the conflict: retried with the fresh object
+	})
+	if err != nil {
+		return fmt.Errorf("releasing the finalizer of %s %s: %w", shard.KindName(t.gvk), keyOf(t.obj), err)
 	}
+	return nil
 }
 
 // leaseHolder reads the region's shard Lease: who holds it and whether that holder is live (its
@@ -546,21 +545,8 @@ func (dc *decommissioner) leaseHolder(ctx context.Context) (string, bool, error)
 	if err != nil {
 		return "", false, fmt.Errorf("reading the shard Lease on management: %w", err)
 	}
-	holder, live := leaseLiveHolder(l, time.Now())
+	holder, live := claim.LiveHolder(l, time.Now())
 	return holder, live, nil
-}
-
-// leaseLiveHolder returns a Lease's holder and whether its lease runs past now.
-func leaseLiveHolder(l *coordinationv1.Lease, now time.Time) (string, bool) {
-	holder := ""
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
-	}
-	if holder == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return holder, false
-	}
-	expiry := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-	return holder, expiry.After(now)
 }
 
 // deleteLease deletes the region's shard Lease, checking again that no live replica took it
@@ -574,7 +560,7 @@ func (dc *decommissioner) deleteLease(ctx context.Context) error {
 		}
 		return fmt.Errorf("reading the shard Lease %s: %w", key, err)
 	}
-	holder, live := leaseLiveHolder(l, time.Now())
+	holder, live := claim.LiveHolder(l, time.Now())
 	if live && !dc.d.Force {
 		return fmt.Errorf("%w: Lease %s was taken by %s meanwhile; not deleted", ErrShardHeld, key, holder)
 	}

@@ -274,11 +274,28 @@ func registeredAt(l *coordinationv1.Lease) (time.Time, bool) {
 
 // reserved reports whether a shard Lease is held, or expired less than ReservationGrace ago.
 func reserved(l *coordinationv1.Lease, now time.Time) bool {
+	expiry, ok := Expiry(l)
+	return ok && expiry.Add(ReservationGrace).After(now)
+}
+
+// Expiry is when a Lease's lease runs out (its last renewal plus its duration); ok is false for
+// a Lease that was never renewed or has no duration.
+func Expiry(l *coordinationv1.Lease) (time.Time, bool) {
 	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return false
+		return time.Time{}, false
 	}
-	expiry := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-	return expiry.Add(ReservationGrace).After(now)
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), true
+}
+
+// LiveHolder returns a Lease's holder and whether that holder is live at now: it holds the Lease
+// and its lease has not run out. A Lease released on a graceful shutdown has no holder.
+func LiveHolder(l *coordinationv1.Lease, now time.Time) (string, bool) {
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	expiry, ok := Expiry(l)
+	return holder, holder != "" && ok && expiry.After(now)
 }
 
 func orNone(s string) string {
