@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # control-plane.sh provides etcd, kube-apiserver and kube-controller-manager for the tests and the demo.
 #
-# The binaries are built from the Go module proxy through the tools modules under hack/tools/ (no
-# setup-envtest download is needed) and cached OUTSIDE the checkout, keyed by version, so a fresh clone
-# reuses what an earlier run built. Prints the directory that holds the three binaries on stdout;
-# progress goes to stderr.
+# It prints the directory that holds the three binaries on stdout (progress goes to stderr), a
+# cache OUTSIDE the checkout keyed by version, so a fresh clone reuses what an earlier run found or
+# built. A binary missing there is taken, in this order, from:
+#   1. KUBEBUILDER_ASSETS, when it names a directory of envtest binaries (yours, or setup-envtest's);
+#   2. an existing setup-envtest store (${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest) with
+#      Kubernetes ${KUBE_VERSION%.*}.x;
+#   3. setup-envtest's download (seconds, where the network allows it; skipped with
+#      REGIONSYNC_ENVTEST_DOWNLOAD=0);
+#   4. a build from the Go module proxy through the tools modules under hack/tools/ (about 8 minutes
+#      on 2 cores for all three: the fallback where nothing can be downloaded).
+# No download has kube-controller-manager: it is always built (about 2 minutes) unless
+# KUBEBUILDER_ASSETS has one.
 #
-#   scripts/control-plane.sh            # build if missing, print the directory
-#   scripts/control-plane.sh --check    # exit 0 if cached, 1 if a build would be needed
+#   scripts/control-plane.sh            # find, download or build what is missing; print the directory
+#   scripts/control-plane.sh --check    # exit 0 if complete, 1 if something would be needed
 #
-# Environment: REGIONSYNC_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/regionsync).
+# Environment: REGIONSYNC_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/regionsync),
+# KUBEBUILDER_ASSETS, REGIONSYNC_ENVTEST_DOWNLOAD (default 1).
 set -euo pipefail
 
 KUBE_VERSION=v1.36.3
@@ -70,8 +79,49 @@ build() {
 	log "built $(basename "$out") in $((SECONDS - start))s"
 }
 
-log "first run on this machine: building the control plane from the Go module proxy into $dir"
-log "(etcd ~1 min, kube-apiserver ~5 min, kube-controller-manager ~2 min on 2 cores; later runs reuse it)"
+# link NAME SOURCE_DIR: use SOURCE_DIR/NAME when it is there and runs.
+link() {
+	local name=$1 src=$2
+	[ -x "$dir/$name" ] && return 0
+	[ -n "$src" ] && [ -x "$src/$name" ] && [ "$(cd "$src" && pwd -P)" != "$(cd "$dir" && pwd -P)" ] || return 1
+	"$src/$name" --version >/dev/null 2>&1 || return 1
+	ln -sf "$(cd "$src" && pwd -P)/$name" "$dir/$name"
+	log "using $name from $src"
+}
+missing() {
+	local out=()
+	for b in "$@"; do [ -x "$dir/$b" ] || out+=("$b"); done
+	echo "${out[*]:-}"
+}
+
+log "first run on this machine: looking for the control plane for $dir"
+# 1. KUBEBUILDER_ASSETS.
+for b in etcd kube-apiserver kube-controller-manager; do link "$b" "${KUBEBUILDER_ASSETS:-}" || true; done
+# 2. An existing setup-envtest store, newest patch of this minor first.
+store=${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s
+minor=${KUBE_VERSION#v}
+minor=${minor%.*}
+if [ -n "$(missing etcd kube-apiserver)" ] && [ -d "$store" ]; then
+	for d in $(ls -d "$store/$minor".*-"$(go env GOOS)-$(go env GOARCH)" 2>/dev/null | sort -rV); do
+		link etcd "$d" || true
+		link kube-apiserver "$d" || true
+	done
+fi
+# 3. setup-envtest's download.
+if [ -n "$(missing etcd kube-apiserver)" ] && [ "${REGIONSYNC_ENVTEST_DOWNLOAD:-1}" != 0 ]; then
+	log "trying setup-envtest's download of Kubernetes $minor.x ..."
+	if assets=$(timeout 300 "$root/scripts/go-tool.sh" setup-envtest use -p path "$minor.x" 2>/dev/null) && [ -d "$assets" ]; then
+		link etcd "$assets" || true
+		link kube-apiserver "$assets" || true
+	else
+		log "no download (no network, or no release for $minor.x): building from the Go module proxy instead"
+	fi
+fi
+# 4. Build what is still missing.
+if [ -n "$(missing etcd kube-apiserver kube-controller-manager)" ]; then
+	log "building $(missing etcd kube-apiserver kube-controller-manager) from the Go module proxy"
+	log "(etcd ~1 min, kube-apiserver ~5 min, kube-controller-manager ~2 min on 2 cores; later runs reuse them)"
+fi
 [ -x "$dir/etcd" ] || build hack/tools/etcd go.etcd.io/etcd/server/v3 "$dir/etcd"
 [ -x "$dir/kube-apiserver" ] || build hack/tools/kube k8s.io/kubernetes/cmd/kube-apiserver "$dir/kube-apiserver"
 [ -x "$dir/kube-controller-manager" ] || build hack/tools/kube k8s.io/kubernetes/cmd/kube-controller-manager "$dir/kube-controller-manager"

@@ -18,7 +18,7 @@ mode=run
 case "${1:-}" in
 --path | --check) mode=${1#--}; shift ;;
 esac
-name=${1:?usage: go-tool.sh [--path|--check] golangci-lint|apidiff [ARGS...]}
+name=${1:?usage: go-tool.sh [--path|--check] golangci-lint|apidiff|setup-envtest [ARGS...]}
 shift
 
 # name -> tools module, the module whose version keys the cache, the package to build, extra ldflags.
@@ -30,8 +30,12 @@ golangci-lint)
 apidiff)
 	mod=hack/tools/apidiff vmod=golang.org/x/exp pkg=golang.org/x/exp/cmd/apidiff
 	;;
+setup-envtest)
+	mod=hack/tools/envtest vmod=sigs.k8s.io/controller-runtime/tools/setup-envtest
+	pkg=sigs.k8s.io/controller-runtime/tools/setup-envtest
+	;;
 *)
-	echo "go-tool.sh: unknown tool $name (known: golangci-lint, apidiff)" >&2
+	echo "go-tool.sh: unknown tool $name (known: golangci-lint, apidiff, setup-envtest)" >&2
 	exit 2
 	;;
 esac
