@@ -35,7 +35,7 @@ var (
 	// Syncs counts sync steps by resource kind, direction and result.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_syncs_total",
-		Help: "Sync steps by resource kind, direction (claim, up, secret, down, generations, delete) and result.",
+		Help: "Sync steps by resource kind, direction (claim, up, down, generations, delete) and result.",
 	}, []string{labelResource, "direction", "result"})
 
 	// SyncDuration observes whole reconciles.

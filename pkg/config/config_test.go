@@ -241,7 +241,7 @@ func TestPrivilegedKinds(t *testing.T) {
 			})
 		}
 	}
-	// The kinds issue 11 names, so that the table cannot shrink unnoticed.
+	// The privileged kinds the safety model names, so that the table cannot shrink unnoticed.
 	for _, gk := range [][2]string{
 		{"rbac.authorization.k8s.io", "Role"}, {"rbac.authorization.k8s.io", "RoleBinding"},
 		{"rbac.authorization.k8s.io", "ClusterRole"}, {"rbac.authorization.k8s.io", "ClusterRoleBinding"},

@@ -39,7 +39,8 @@
 //
 // # A guest in the host process
 //
-// The package reads no flags or environment, never exits the process, builds no trace exporter
+// The package reads no flags and, of the environment, only POD_NAME (the replica's name on the
+// shard Lease and the Region; host name and process ID without it), never exits the process, builds no trace exporter
 // (Options.TracerProvider is the host's), names its controllers "regionsync-<kind>", and
 // registers its metrics (prefix regionsync_) in controller-runtime's registry, which the
 // manager serves.
