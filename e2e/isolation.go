@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/regionsync/regionsync/internal/testenv"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/regionsync/regionsync/internal/testenv"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"

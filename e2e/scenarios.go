@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regionsync/regionsync/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/regionsync/regionsync/internal/testenv"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regionsync/regionsync/internal/testenv"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/regionsync/regionsync/internal/testenv"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/otlpsink"

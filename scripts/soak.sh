@@ -27,6 +27,7 @@ go test -count=1 -run XXX "${pkgs[@]}" >/dev/null # compile the tests once, outs
 hog_pids=()
 stop_hogs() { [ ${#hog_pids[@]} -eq 0 ] || kill "${hog_pids[@]}" 2>/dev/null || true; }
 trap stop_hogs EXIT
+trap "exit 130" INT TERM
 for _ in $(seq 1 "$hogs"); do
 	( while :; do :; done ) &
 	hog_pids+=($!)

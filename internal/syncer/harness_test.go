@@ -356,7 +356,7 @@ func (e *env) remoteSecret(ns string) {
 }
 
 // tenant creates a Tenant on management in ns with the test's suffix.
-func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) *demov1alpha1.Tenant {
+func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) {
 	e.t.Helper()
 	t := &demov1alpha1.Tenant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + e.suffix, Labels: map[string]string{"tier": "gold"}, Annotations: map[string]string{"example.com/note": "hello"}},
@@ -368,7 +368,6 @@ func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tena
 	if err := e.mgmt.Create(e.ctx, t); err != nil {
 		e.t.Fatal(err)
 	}
-	return t
 }
 
 // eventually polls cond until it returns nil, failing the test with its last error after 30s.
