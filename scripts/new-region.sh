@@ -5,7 +5,10 @@
 # "-NAME", PREFIX to "tenant-". The region's shard selects the label regionsync.dev/region=NAME,
 # which management's admission policy also checks (docs/security.md).
 # It refuses a NAME that is not a DNS label or that already exists, so re-running it never
-# changes an existing region.
+# changes an existing region, and a SUFFIX that another region's names can also end with (the
+# same suffix, or one that ends the other): the region's identity may read and write the uploaded
+# Secrets named tenant-token<SUFFIX> in every namespace and the objects named *<SUFFIX>, so a
+# colliding suffix would hand it another region's tenant tokens. Nothing is written then.
 set -euo pipefail
 usage() { echo "usage: $0 NAME [--suffix SUFFIX] [--namespace-prefix PREFIX]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
@@ -39,6 +42,21 @@ if [ -e "$dest" ]; then
 	echo "new-region: region '$name' already exists at deploy/regions/$name; nothing changed" >&2
 	exit 1
 fi
+# Suffixes collide when one ends with the other ("-west-1" and "-eu-west-1"): every name the
+# shorter one's region holds may belong to the longer one's.
+for cfg in "$root"/deploy/regions/*/agent/config.yaml; do
+	[ -f "$cfg" ] || continue
+	other=$(basename "$(dirname "$(dirname "$cfg")")")
+	theirs=$(sed -n 's/^[[:space:]]*remoteResourceSuffix:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}[[:space:]]*$/\1/p' "$cfg" | head -n1)
+	if [ -z "$theirs" ]; then
+		echo "new-region: region '$other' ($cfg) has no remoteResourceSuffix: every name may be its; refusing to add '$name' beside it" >&2
+		exit 1
+	fi
+	if [[ $suffix == *"$theirs" || $theirs == *"$suffix" ]]; then
+		echo "new-region: suffix '$suffix' collides with region '$other' (suffix '$theirs'): one ends with the other, so names ending in the longer one are in both shards (each region could claim the other's objects; with the same suffix, '$name' could also read '$other''s uploaded Secrets tenant-token$theirs); choose a suffix that neither ends nor is ended by another region's; nothing written" >&2
+		exit 1
+	fi
+done
 tmp=$(mktemp -d "$root/deploy/regions/.new-$name.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cp -R "$root/deploy/regions/.template/." "$tmp/"
