@@ -22,7 +22,7 @@ pkgs=("$@")
 
 assets=$(scripts/control-plane.sh)
 go build ./... >/dev/null
-go test -count=1 -run XXX "${pkgs[@]}" >/dev/null # compile the tests once, outside the timings
+go test -tags integration -count=1 -run XXX "${pkgs[@]}" >/dev/null # compile the tests once, outside the timings
 
 hog_pids=()
 stop_hogs() { [ ${#hog_pids[@]} -eq 0 ] || kill "${hog_pids[@]}" 2>/dev/null || true; }
@@ -41,7 +41,7 @@ for i in $(seq 1 "$runs"); do
 	start=$SECONDS
 	out="$dir/run-$i.json"
 	rc=0
-	KUBEBUILDER_ASSETS="$assets" go test -count=1 -json -timeout "${TEST_TIMEOUT:-40m}" "${pkgs[@]}" >"$out" 2>"$dir/run-$i.stderr" || rc=$?
+	KUBEBUILDER_ASSETS="$assets" go test -tags integration -count=1 -json -timeout "${TEST_TIMEOUT:-40m}" "${pkgs[@]}" >"$out" 2>"$dir/run-$i.stderr" || rc=$?
 	# Failed tests: "Action":"fail" events that name a test (a package's own fail line names none).
 	fails=$(grep '"Action":"fail"' "$out" | grep '"Test":"' |
 		sed -E 's/.*"Package":"([^"]*)".*"Test":"([^"]*)".*/\1 \2/' | sort -u || true)

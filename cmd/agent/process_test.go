@@ -1,3 +1,5 @@
+//go:build integration
+
 package main_test
 
 import (
@@ -35,22 +37,6 @@ import (
 // These tests run the agent binary as separate processes (as in production) against real API
 // servers: leader election among replicas, the shard claim between fleets, the Region status and
 // management outages.
-
-var agentBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "regionsync-agent-bin-")
-	if err != nil {
-		panic(err)
-	}
-	if agentBin, err = testenv.BuildAgent(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

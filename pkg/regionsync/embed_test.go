@@ -1,3 +1,5 @@
+//go:build integration
+
 package regionsync_test
 
 import (
