@@ -153,8 +153,8 @@ func (r *Reconciler) uploadSecret(ctx context.Context, remote, local *unstructur
 	hash := hashSecretData(string(secret.Type), secret.Data)
 	remoteKey := types.NamespacedName{Namespace: remote.GetNamespace(), Name: r.Mapper.RemoteSecretName(name)}
 	memoKey := uploadKey{remote: objectRef(remote), secret: name}
-	if v, ok := r.uploaded.Load(memoKey); ok {
-		if u := v.(uploadedSecret); u.hash == hash && u.owner == remote.GetUID() && time.Since(u.at) < r.SecretRecheck {
+	if u, ok := r.uploaded.Load(memoKey); ok {
+		if u.hash == hash && u.owner == remote.GetUID() && time.Since(u.at) < r.SecretRecheck {
 			r.countSecret(telemetry.ResultUnchanged)
 			return nil
 		}
@@ -276,7 +276,7 @@ const namespaceMemo = 30 * time.Second
 // object) when it does not; fresh reports that it was just created. A namespace being deleted
 // is waited for.
 func (r *Reconciler) ensureNamespace(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) (fresh bool, _ reconcile.Result, _ error) {
-	if v, ok := r.namespaces.Load(localKey.Namespace); ok && time.Since(v.(time.Time)) < namespaceMemo {
+	if v, ok := r.namespaces.Load(localKey.Namespace); ok && time.Since(v) < namespaceMemo {
 		return false, reconcile.Result{}, nil
 	}
 	ns := &corev1.Namespace{}
@@ -426,7 +426,7 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 	// The same patch was just written from this very version of the remote object: the cache
 	// has not caught up yet (a local event can arrive before the remote one).
 	memo := generationsPatch{from: remote.GetResourceVersion(), rg: rg, lg: lg}
-	if v, ok := r.patched.Load(objectRef(remote)); ok && v.(generationsPatch) == memo {
+	if v, ok := r.patched.Load(objectRef(remote)); ok && v == memo {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

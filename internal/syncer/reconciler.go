@@ -76,25 +76,25 @@ type Reconciler struct {
 	Log logr.Logger
 
 	// uploaded remembers, per remote secret, the hash known to be on management and when.
-	uploaded sync.Map
+	uploaded memo[uploadKey, uploadedSecret]
 	// states is each shard object's state after its last reconcile.
 	states *stateTracker
 	// Tracer traces reconciles and writes; nil means no tracing code runs at all.
 	Tracer trace.Tracer
 	// eventTimes holds, per request, when its first unprocessed watch event arrived.
-	eventTimes sync.Map
+	eventTimes memo[types.NamespacedName, time.Time]
 	// patched holds, per remote object, the last generation annotations written (generationsPatch).
-	patched sync.Map
+	patched memo[types.NamespacedName, generationsPatch]
 	// fights detects write loops with other writers, per object and side.
 	fights *fightTracker
 	// stale holds the requests whose last pass hit a conflict: their next pass reads the remote
 	// object from the API server.
-	stale sync.Map
+	stale memo[types.NamespacedName, bool]
 	// namespaces remembers local namespaces seen to exist, and when.
-	namespaces sync.Map
+	namespaces memo[string, time.Time]
 	// created holds copies this replica created that the local cache has not shown yet (see
 	// readLocal), by local key.
-	created sync.Map
+	created memo[types.NamespacedName, createdCopy]
 	// available is closed once the kind's informers exist on both clusters.
 	available chan struct{}
 	// firstPass is set once every shard object in the management cache has been reconciled;
@@ -457,7 +457,7 @@ func (r *Reconciler) justCreated(key types.NamespacedName) *unstructured.Unstruc
 	if !ok {
 		return nil
 	}
-	c := v.(createdCopy)
+	c := v
 	if time.Since(c.at) > createdMemo {
 		r.created.Delete(key)
 		return nil

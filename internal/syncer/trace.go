@@ -105,7 +105,7 @@ func (r *Reconciler) stamp(req reconcile.Request) {
 
 func (r *Reconciler) takeEventTime(req reconcile.Request) time.Time {
 	if v, ok := r.eventTimes.LoadAndDelete(req.NamespacedName); ok {
-		return v.(time.Time)
+		return v
 	}
 	return time.Time{}
 }

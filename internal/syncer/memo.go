@@ -1,0 +1,42 @@
+package syncer
+
+import "sync"
+
+// memo is a typed concurrent map (sync.Map underneath): what the reconciler remembers per object
+// between passes, each memo with its own key and value types.
+type memo[K comparable, V any] struct{ m sync.Map }
+
+// Load returns the value stored for k, if any.
+func (m *memo[K, V]) Load(k K) (V, bool) {
+	v, ok := m.m.Load(k)
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	return v.(V), true
+}
+
+// Store sets the value for k.
+func (m *memo[K, V]) Store(k K, v V) { m.m.Store(k, v) }
+
+// LoadOrStore stores v for k unless k has a value, and returns the value k has afterwards.
+func (m *memo[K, V]) LoadOrStore(k K, v V) (V, bool) {
+	actual, loaded := m.m.LoadOrStore(k, v)
+	return actual.(V), loaded
+}
+
+// LoadAndDelete removes k and returns its value, if it had one.
+func (m *memo[K, V]) LoadAndDelete(k K) (V, bool) {
+	v, ok := m.m.LoadAndDelete(k)
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	return v.(V), true
+}
+
+// Delete removes k.
+func (m *memo[K, V]) Delete(k K) { m.m.Delete(k) }
+
+// Clear removes every key.
+func (m *memo[K, V]) Clear() { m.m.Clear() }
