@@ -13,13 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/compact"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // LocalCacheOptions are the local manager's cache options: the managed kinds are cached only
 // when they carry this region's mark, so the agent's memory does not grow with unrelated objects.
 // Namespaces and unmarked objects are read directly, on the create path only. Unstructured
-// objects of the compacted kinds are held compacted (cacheTransform).
+// objects of the compacted kinds are held compacted (compact.Transform).
 func LocalCacheOptions(cfg *config.AgentConfig, compacted []schema.GroupVersionKind) cache.Options {
 	keys := shard.NewKeys(cfg.AnnotationDomain)
 	resync := cfg.ResyncPeriod.Duration
@@ -29,7 +30,7 @@ func LocalCacheOptions(cfg *config.AgentConfig, compacted []schema.GroupVersionK
 	// caches of their own).
 	return cache.Options{
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{keys.Region: cfg.Region}),
-		DefaultTransform:     cacheTransform(compacted),
+		DefaultTransform:     compact.Transform(compacted),
 		SyncPeriod:           &resync,
 	}
 }

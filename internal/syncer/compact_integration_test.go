@@ -11,6 +11,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/internal/syncer/compact"
 )
 
 // TestCachesHoldCompactObjects: with the agent's cache options, the local informer of a synced
@@ -30,7 +31,7 @@ func TestCachesHoldCompactObjects(t *testing.T) {
 		t.Fatal("the local informer holds nothing")
 	}
 	for _, it := range items {
-		if !syncer.IsCompact(it) {
+		if !compact.IsCompact(it) {
 			t.Fatalf("the local informer holds %T, want *compactObject", it)
 		}
 	}

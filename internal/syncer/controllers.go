@@ -28,6 +28,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -397,7 +398,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		SecretRecheck:       e.cfg.ResyncPeriod.Duration,
 		Log:                 e.log.WithValues("resource", shard.KindName(gvk)),
 		states:              newStateTracker(shard.KindName(gvk)),
-		fights:              newFightTracker(),
+		fights:              fight.NewTracker(),
 		Tracer:              e.tracer,
 		available:           make(chan struct{}),
 	}

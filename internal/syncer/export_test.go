@@ -7,9 +7,6 @@ import (
 
 // Test-only exports for the external test package.
 
-// IsCompact reports whether a cache holds obj in the engine's compact form.
-func IsCompact(obj any) bool { _, ok := obj.(*compactObject); return ok }
-
 // UnstructuredFor is an empty unstructured object of gvk.
 func UnstructuredFor(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	return unstructuredFor(gvk)

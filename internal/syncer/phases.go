@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -85,7 +86,7 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 		return remote, nil, nil
 	}
 	if !r.admitWrite(ctx, sideManagement, objectRef(remote), remote, hashJSON(status)) {
-		return remote, nil, nil // in a fight: the retry comes after fightInterval
+		return remote, nil, nil // in a fight: the retry comes after fight.Interval
 	}
 	updated := remote.DeepCopy()
 	updated.Object["status"] = deepCopyJSON(status)
@@ -93,7 +94,7 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
-		r.fights.failed(fightKey{remote: objectRef(remote), side: sideManagement})
+		r.fights.Failed(fight.Key{Remote: objectRef(remote), Side: sideManagement})
 	}
 	switch {
 	case err == nil:
@@ -370,7 +371,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 			return live, nil
 		}
 		if live != nil && !r.admitWrite(ctx, sideLocal, objectRef(remote), live, hash) {
-			return live, nil // in a fight: the retry comes after fightInterval
+			return live, nil // in a fight: the retry comes after fight.Interval
 		}
 		r.setTraceparent(ctx, desired)
 		err = r.write(ctx, sideLocal, "apply local", desired, func(ctx context.Context) error {
@@ -384,7 +385,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		}
 		// The same remote content written again means a local writer undid the last write.
 		if live != nil && !r.admitWrite(ctx, sideLocal, objectRef(remote), live, specHash(remote, r.Keys, r.Region)) {
-			return live, nil // in a fight: the retry comes after fightInterval
+			return live, nil // in a fight: the retry comes after fight.Interval
 		}
 		out = desiredReplace(remote, live, localKey, r.Keys, r.Region)
 		r.setTraceparent(ctx, out)
@@ -399,7 +400,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		}
 	}
 	if err != nil {
-		r.fights.failed(fightKey{remote: objectRef(remote), side: sideLocal})
+		r.fights.Failed(fight.Key{Remote: objectRef(remote), Side: sideLocal})
 		r.namespaces.Delete(localKey.Namespace) // it may be gone or terminating: read it next time
 		if !apierrors.IsAlreadyExists(err) {
 			r.countFailure(telemetry.DirectionDown, err)

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -86,7 +87,7 @@ type Reconciler struct {
 	// patched holds, per remote object, the last generation annotations written (generationsPatch).
 	patched memo[types.NamespacedName, generationsPatch]
 	// fights detects write loops with other writers, per object and side.
-	fights *fightTracker
+	fights *fight.Tracker
 	// stale holds the requests whose last pass hit a conflict: their next pass reads the remote
 	// object from the API server.
 	stale memo[types.NamespacedName, bool]
@@ -170,27 +171,27 @@ func (r *Reconciler) firstPassDone(ctx context.Context, remote cache.Cache) bool
 }
 
 // admitWrite decides whether a write of content hash to the object's side may go now (see
-// fightTracker): a write that another writer keeps undoing is held back, counted and reported.
+// fight.Tracker): a write that another writer keeps undoing is held back, counted and reported.
 func (r *Reconciler) admitWrite(ctx context.Context, side string, remoteKey types.NamespacedName, obj client.Object, hash string) bool {
-	v := r.fights.admit(fightKey{remote: remoteKey, side: side}, hash, time.Now())
-	if !v.allowed {
+	v := r.fights.Admit(fight.Key{Remote: remoteKey, Side: side}, hash, time.Now())
+	if !v.Allowed {
 		telemetry.WriteFights.WithLabelValues(r.Name(), side).Inc()
 	}
-	if v.report {
+	if v.Report {
 		what, other := "the status it uploads to management", "a writer on management"
 		if side == sideLocal {
 			what, other = "the spec of the local copy", "a writer in region "+r.Region
 		}
 		msg := fmt.Sprintf("%s keeps undoing %s (%d undone writes in a row): regionsync (region %s) now writes it at most once per %s until the other writer stops",
-			other, what, v.undone, r.Region, fightInterval)
-		logr.FromContextOrDiscard(ctx).Info("write loop with another writer; backing off", "cluster", side, "undone", v.undone)
+			other, what, v.Undone, r.Region, fight.Interval)
+		logr.FromContextOrDiscard(ctx).Info("write loop with another writer; backing off", "cluster", side, "undone", v.Undone)
 		if side == sideLocal {
 			r.LocalEvents.Eventf(obj, nil, corev1.EventTypeWarning, ReasonWriteFight, "Sync", "%s", msg)
 		} else {
 			r.RemoteEvents.Eventf(obj, nil, corev1.EventTypeWarning, ReasonWriteFight, "Sync", "%s", msg)
 		}
 	}
-	return v.allowed
+	return v.Allowed
 }
 
 // countFailure counts a failed write, unless it was a routine optimistic-concurrency conflict
@@ -227,7 +228,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		logr.FromContextOrDiscard(ctx).V(1).Info("conflict; retrying with a fresh read", "remote", req.NamespacedName, "error", err.Error())
 		result, err = reconcile.Result{RequeueAfter: conflictRequeue}, nil
 	}
-	if wait := r.fights.retryAfter(req.NamespacedName, time.Now()); wait > 0 && err == nil && result.IsZero() {
+	if wait := r.fights.RetryAfter(req.NamespacedName, time.Now()); wait > 0 && err == nil && result.IsZero() {
 		result = reconcile.Result{RequeueAfter: wait} // a write held back by a fight goes then
 	}
 	if err == nil && s.statusRefused != nil && result.IsZero() {
@@ -243,7 +244,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.states.set(req.NamespacedName, final)
 	if final == stateGone { // forget what was remembered about it
 		r.patched.Delete(req.NamespacedName)
-		r.fights.forget(req.NamespacedName)
+		r.fights.Forget(req.NamespacedName)
 		for _, name := range r.Resource.Secrets {
 			r.uploaded.Delete(uploadKey{remote: req.NamespacedName, secret: name})
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/compact"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -125,7 +126,7 @@ func (e *Engine) waitForManagement(ctx context.Context, disc discovery.Discovery
 // filtered server-side by the shard's label selector.
 func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
 	resync := e.cfg.ResyncPeriod.Duration
-	opts := cache.Options{DefaultTransform: cacheTransform(e.gvks), SyncPeriod: &resync}
+	opts := cache.Options{DefaultTransform: compact.Transform(e.gvks), SyncPeriod: &resync}
 	if !e.mapper.Selector().Empty() {
 		// Server-side: objects outside the selector are never sent to the agent. The cache
 		// holds only the synced kinds, so one default selector serves them all.

@@ -13,13 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
 // Which cluster a write goes to.
 const (
-	sideManagement = "management"
-	sideLocal      = "local"
+	sideManagement = fight.SideManagement
+	sideLocal      = fight.SideLocal
 )
 
 // pass is what one reconcile records about itself: the actions it took (span attribute) and

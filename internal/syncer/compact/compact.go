@@ -1,4 +1,8 @@
-package syncer
+// Package compact holds the objects of the engine's caches in a compact form: the metadata every
+// object has as fields of their own, label and annotation key sets interned once, rare fields
+// behind one pointer, UIDs as 16 bytes. Transform is the caches' transform; a compact object
+// expands back into the unstructured object it was made from when a client reads it.
+package compact
 
 import (
 	"encoding/binary"
@@ -21,11 +25,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// cacheTransform is the transform of every cache the engine reads its kinds from: managedFields
+// Transform is the transform of every cache the engine reads its kinds from: managedFields
 // are dropped (the agent never reads them) and an unstructured object of one of kinds is stored
 // compacted (compactObject). Other objects (typed kinds, kinds a host caches for itself) are
 // only stripped of managedFields.
-func cacheTransform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
+func Transform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
 	strip := cache.TransformStripManagedFields()
 	compacted := make(map[schema.GroupVersionKind]bool, len(kinds))
 	for _, gvk := range kinds {
@@ -679,3 +683,6 @@ func internUpTo(s string, limit int) string {
 	}
 	return unique.Make(s).Value()
 }
+
+// IsCompact reports whether obj is held in the compact form.
+func IsCompact(obj any) bool { _, ok := obj.(*compactObject); return ok }

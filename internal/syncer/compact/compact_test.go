@@ -1,4 +1,4 @@
-package syncer
+package compact
 
 import (
 	"reflect"
@@ -45,7 +45,7 @@ func TestCacheTransform(t *testing.T) {
 	a, b := tenantJSON(t, "acme", "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a00"), tenantJSON(t, "beta", "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a01")
 	want := a.DeepCopy()
 	unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
-	tr := cacheTransform([]schema.GroupVersionKind{tenantGVK})
+	tr := Transform([]schema.GroupVersionKind{tenantGVK})
 	ca, cb := compacted(t, tr, a), compacted(t, tr, b)
 
 	// What informers, indexes, selectors and handlers read.
@@ -165,7 +165,7 @@ func FuzzCompactRoundTrip(f *testing.F) {
 	f.Add(`{"metadata":{"name":"f","resourceVersion":"a7","finalizers":["","x"]}}`)
 	f.Add(`{"metadata":{"name":"g/h","namespace":"i/j"}}`)
 	f.Add(`{"metadata":{"name":"d","uid":"0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a00","generateName":"d-","selfLink":"/x"}}`)
-	tr := cacheTransform([]schema.GroupVersionKind{tenantGVK})
+	tr := Transform([]schema.GroupVersionKind{tenantGVK})
 	f.Fuzz(func(t *testing.T, doc string) {
 		obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(doc), &tenantGVK, nil)
 		if err != nil {
