@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -54,7 +55,7 @@ func inSyncReconciler(b *testing.B, tracer trace.Tracer) (*Reconciler, ctrl.Requ
 		Remote: remoteClient, RemoteAPI: remoteClient, Local: localClient, LocalAPI: localClient,
 		Log: logr.Discard(), states: newStateTracker("Tenant.demo.regionsync.dev"), fights: fight.NewTracker(), Tracer: tracer,
 	}
-	r.Budget = r.newBudget(DeletionBudget{MaxFraction: 0.5})
+	r.Budget = r.newBudget(budget.Budget{MaxFraction: 0.5})
 	return r, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "acme", Name: "acme-us"}}
 }
 

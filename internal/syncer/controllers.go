@@ -28,6 +28,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -378,7 +379,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 	for _, name := range res.Secrets {
 		secrets[name] = e.secretCaches[name]
 	}
-	budget := DeletionBudget{MaxFraction: *e.cfg.DeletionBudget.MaxFraction, MinObjects: *e.cfg.DeletionBudget.MinObjects, Window: e.cfg.DeletionBudget.Window.Duration}
+	deletionBudget := budget.Budget{MaxFraction: *e.cfg.DeletionBudget.MaxFraction, MinObjects: *e.cfg.DeletionBudget.MinObjects, Window: e.cfg.DeletionBudget.Window.Duration}
 	r := &Reconciler{
 		Resource:            res,
 		GVK:                 gvk,
@@ -402,7 +403,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		Tracer:              e.tracer,
 		available:           make(chan struct{}),
 	}
-	r.Budget = r.newBudget(budget)
+	r.Budget = r.newBudget(deletionBudget)
 	return r
 }
 

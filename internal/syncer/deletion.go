@@ -18,6 +18,7 @@ import (
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -76,9 +77,9 @@ func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.Namespa
 		switch {
 		case err != nil:
 			return reconcile.Result{}, fmt.Errorf("counting the deletion budget: %w", err)
-		case v == settle:
+		case v == budget.SettleVerdict:
 			return reconcile.Result{RequeueAfter: max(wait, 100*time.Millisecond)}, nil
-		case v == hold:
+		case v == budget.Hold:
 			r.count(telemetry.DirectionDelete, telemetry.ResultHeld)
 			telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(r.Budget.Held(ctx)))
 			logr.FromContextOrDiscard(ctx).V(1).Info("deletion held by the deletion budget")
@@ -120,18 +121,18 @@ func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.Namespa
 
 // reportHold emits the summarizing Warning event of a kind's hold, regarding the held copy with
 // the smallest local key (or this one): one event per kind per interval, not one per held copy.
-func (r *Reconciler) reportHold(ctx context.Context, s *heldSummary, local *unstructured.Unstructured) {
+func (r *Reconciler) reportHold(ctx context.Context, s *budget.Summary, local *unstructured.Unstructured) {
 	regarding := local
-	if s.first.Name != "" {
+	if s.First.Name != "" {
 		first := r.newObject()
-		if err := r.Local.Get(ctx, s.first, first); err == nil {
+		if err := r.Local.Get(ctx, s.First, first); err == nil {
 			regarding = first
 		}
 	}
 	msg := fmt.Sprintf("%d deletions of local %s copies held by the deletion budget (%d live copies, budget %d per %s; all of a kind's objects vanishing or terminating together is always held): "+
 		"release one copy with the annotation %s=true, or every hold that started before a time with %s=<RFC 3339 time> on the Region %s",
-		s.held, r.Name(), s.live, s.limit, r.Budget.budget.Window, r.Keys.ReleaseDeletion, r.Keys.ReleaseDeletionsBefore, r.Region)
-	logr.FromContextOrDiscard(ctx).Info("deletions held by the deletion budget", "held", s.held, "live", s.live, "limit", s.limit)
+		s.Held, r.Name(), s.Live, s.Limit, s.Window, r.Keys.ReleaseDeletion, r.Keys.ReleaseDeletionsBefore, r.Region)
+	logr.FromContextOrDiscard(ctx).Info("deletions held by the deletion budget", "held", s.Held, "live", s.Live, "limit", s.Limit)
 	r.LocalEvents.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonDeletionHeld, "Delete", "%s", msg)
 }
 
@@ -159,9 +160,9 @@ func (r *Reconciler) releasedBefore(ctx context.Context) (time.Time, error) {
 
 // newBudget builds the kind's budget gate: it counts from the caches and reads releases from
 // the Region.
-func (r *Reconciler) newBudget(b DeletionBudget) *budgetGate {
-	g := newBudgetGate(b, r.census)
-	g.releasedBefore = r.releasedBefore
+func (r *Reconciler) newBudget(b budget.Budget) *budget.Gate {
+	g := budget.NewGate(b, r.census)
+	g.ReleasedBefore = r.releasedBefore
 	return g
 }
 
@@ -267,8 +268,8 @@ func (r *Reconciler) othersInNamespace(ctx context.Context, gvk schema.GroupVers
 // census walks the kind's marked local copies (in the shard, not terminating locally) and
 // finds the doomed ones: their remote object is gone from the management cache or terminating.
 // Paused copies are never deleted, so never doomed.
-func (r *Reconciler) census(ctx context.Context) (census, error) {
-	c := census{doomed: map[types.NamespacedName]types.NamespacedName{}}
+func (r *Reconciler) census(ctx context.Context) (budget.Census, error) {
+	c := budget.Census{Doomed: map[types.NamespacedName]types.NamespacedName{}}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(shard.ListGVK(r.GVK))
 	if err := r.Local.List(ctx, list, client.MatchingLabels{r.Keys.Region: r.Region}); err != nil {
@@ -280,18 +281,18 @@ func (r *Reconciler) census(ctx context.Context) (census, error) {
 		if err != nil || !local.GetDeletionTimestamp().IsZero() {
 			continue // not a copy of this shard's objects, or already being deleted
 		}
-		c.live++
+		c.Live++
 		if r.Keys.IsPaused(local.GetAnnotations()) {
 			continue
 		}
 		remote := r.newObject()
 		switch err := r.Remote.Get(ctx, remoteKey, remote); {
 		case apierrors.IsNotFound(err):
-			c.doomed[remoteKey] = objectRef(local)
+			c.Doomed[remoteKey] = objectRef(local)
 		case err != nil:
 			return c, err
 		case !remote.GetDeletionTimestamp().IsZero() && !r.Keys.IsPaused(remote.GetAnnotations()):
-			c.doomed[remoteKey] = objectRef(local)
+			c.Doomed[remoteKey] = objectRef(local)
 		}
 	}
 	return c, nil

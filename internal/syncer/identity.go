@@ -379,7 +379,7 @@ func (e *Engine) relist(ctx context.Context) error {
 		if _, err := inf.AddEventHandler(onRemote); err != nil {
 			return fmt.Errorf("registering the %s handler: %w", k.r.Name(), err)
 		}
-		k.r.Budget.reset()
+		k.r.Budget.Reset()
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -70,7 +71,7 @@ type Reconciler struct {
 
 	// Budget holds the deletions the remote side causes (orphans, mass termination) beyond the
 	// deletion budget.
-	Budget *budgetGate
+	Budget *budget.Gate
 	// SecretRecheck is how long an upload is trusted before the remote secret is read again.
 	SecretRecheck time.Duration
 

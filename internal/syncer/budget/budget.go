@@ -1,4 +1,7 @@
-package syncer
+// Package budget bounds, per kind, the local deletions the remote side causes: a kind's copies
+// may lose their remote objects only so fast before the rest are held, until the remote objects
+// come back or an operator releases them (docs/design.md#deletion-budget).
+package budget
 
 import (
 	"context"
@@ -11,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// DeletionBudget bounds, per kind, the local deletions the remote side causes
+// Budget bounds, per kind, the local deletions the remote side causes
 // (docs/design.md#deletion-budget): copies whose remote object vanished without passing through
 // the finalizer (orphans: a restored etcd, a wrong kubeconfig, a stripped finalizer) and copies
 // of remote objects terminating en masse (a deleted CRD, delete --all).
-type DeletionBudget struct {
+type Budget struct {
 	// MaxFraction of the kind's copies whose deletion may be caused within Window.
 	MaxFraction float64
 	// MinObjects deletions are always allowed, so that small shards can delete.
@@ -25,77 +28,79 @@ type DeletionBudget struct {
 }
 
 // Limit is the largest number of deletions allowed within the window among copies.
-func (b DeletionBudget) Limit(copies int) int {
+func (b Budget) Limit(copies int) int {
 	return max(b.MinObjects, int(math.Floor(b.MaxFraction*float64(copies))))
 }
 
 // Allows reports whether doomed copies (remote object gone or terminating, not deleted yet),
 // out of live copies, may be deleted when granted deletions already happened within the window.
 // Everything vanishing (two or more copies, all doomed) is never allowed, whatever MinObjects says.
-func (b DeletionBudget) Allows(doomed, granted, live int) bool {
+func (b Budget) Allows(doomed, granted, live int) bool {
 	if live >= 2 && doomed >= live {
 		return false
 	}
 	return doomed+granted <= b.Limit(live+granted)
 }
 
-// census is a snapshot of one kind's copies: how many are live (marked, in the shard, not
+// Census is a snapshot of one kind's copies: how many are live (marked, in the shard, not
 // terminating locally) and which of them are doomed (their remote object is gone or
 // terminating), by remote key, with their local key.
-type census struct {
-	live   int
-	doomed map[types.NamespacedName]types.NamespacedName
+type Census struct {
+	Live   int
+	Doomed map[types.NamespacedName]types.NamespacedName
 }
 
-// censusTaker takes a kind's census from the caches.
-type censusTaker func(ctx context.Context) (census, error)
+// CensusTaker takes a kind's census from the caches.
+type CensusTaker func(ctx context.Context) (Census, error)
 
-// verdict is the budget's answer for one deletion.
-type verdict int
+// Verdict is the budget's answer for one deletion.
+type Verdict int
 
 const (
-	// allow: delete now.
-	allow verdict = iota
-	// settle: look again after a short while; a mass deletion arriving as a burst of watch
+	// Allow: delete now.
+	Allow Verdict = iota
+	// SettleVerdict: look again after a short while; a mass deletion arriving as a burst of watch
 	// events is judged whole, not one event at a time.
-	settle
-	// hold: the deletion is held until released.
-	hold
+	SettleVerdict
+	// Hold: the deletion is held until released.
+	Hold
 )
 
 // Timing of the gate.
 const (
-	// deletionSettle is how long a deletion candidate waits before it is judged.
-	deletionSettle = 2 * time.Second
-	// censusMaxAge is how long a census is reused: a burst of deletions costs one cache walk.
-	censusMaxAge = time.Second
-	// heldEventInterval is how often a kind's held deletions are summarized in one event.
-	heldEventInterval = 5 * time.Minute
-	// releaseRecheck is how often, while a hold lasts, the Region is read for a release.
-	releaseRecheck = 10 * time.Second
+	// Settle is how long a deletion candidate waits before it is judged.
+	Settle = 2 * time.Second
+	// CensusMaxAge is how long a census is reused: a burst of deletions costs one cache walk.
+	CensusMaxAge = time.Second
+	// EventInterval is how often a kind's held deletions are summarized in one event.
+	EventInterval = 5 * time.Minute
+	// ReleaseRecheck is how often, while a hold lasts, the Region is read for a release.
+	ReleaseRecheck = 10 * time.Second
 )
 
-// heldSummary describes a kind's hold for its summarizing event.
-type heldSummary struct {
-	held, live, limit int
-	// first is the local copy the event regards: the held copy with the smallest local key.
-	first types.NamespacedName
+// Summary describes a kind's hold for its summarizing event.
+type Summary struct {
+	// Held copies out of Live, and the budget's Limit per Window.
+	Held, Live, Limit int
+	Window            time.Duration
+	// First is the local copy the event regards: the held copy with the smallest local key.
+	First types.NamespacedName
 }
 
-// budgetGate applies the budget to one kind. A hold is latched: once the budget is exceeded,
+// Gate applies the budget to one kind. A hold is latched: once the budget is exceeded,
 // every doomed copy is held, and the hold ends only when every held copy's remote object is back
 // (or its copy is gone) or an operator releases it; a partial restore never drains it.
-type budgetGate struct {
-	budget DeletionBudget
-	count  censusTaker
+type Gate struct {
+	budget Budget
+	count  CensusTaker
 	// releasedBefore reads the Region's release time (zero: none); nil reads nothing.
-	releasedBefore func(ctx context.Context) (time.Time, error)
-	now            func() time.Time
+	ReleasedBefore func(ctx context.Context) (time.Time, error)
+	Now            func() time.Time
 
 	mu sync.Mutex
-	c  census
+	c  Census
 	at time.Time // when c was taken
-	// seen is when each candidate was first judged (for deletionSettle).
+	// seen is when each candidate was first judged (for Settle).
 	seen map[types.NamespacedName]time.Time
 	// grants are the budgeted deletions within the window, by remote key.
 	grants map[types.NamespacedName]time.Time
@@ -111,12 +116,13 @@ type budgetGate struct {
 	releaseRead, lastEvent time.Time
 }
 
-func newBudgetGate(b DeletionBudget, count censusTaker) *budgetGate {
+// NewGate returns the gate of budget b over the census count takes.
+func NewGate(b Budget, count CensusTaker) *Gate {
 	if b.Window <= 0 {
 		b.Window = 10 * time.Minute
 	}
-	return &budgetGate{
-		budget: b, count: count, now: time.Now,
+	return &Gate{
+		budget: b, count: count, Now: time.Now,
 		seen: map[types.NamespacedName]time.Time{}, grants: map[types.NamespacedName]time.Time{},
 		held: map[types.NamespacedName]time.Time{}, released: map[types.NamespacedName]bool{},
 		consumed: map[types.UID]bool{},
@@ -124,43 +130,43 @@ func newBudgetGate(b DeletionBudget, count censusTaker) *budgetGate {
 }
 
 // Decide judges the deletion of the copy of remote key: allowed, to be judged again after wait
-// (settle), or held. When a hold's summarizing event is due, summary is set (at most once per
-// heldEventInterval per kind, whatever the number of held copies).
-func (g *budgetGate) Decide(ctx context.Context, key types.NamespacedName) (v verdict, wait time.Duration, summary *heldSummary, err error) {
+// (SettleVerdict), or held. When a hold's summarizing event is due, summary is set (at most once per
+// EventInterval per kind, whatever the number of held copies).
+func (g *Gate) Decide(ctx context.Context, key types.NamespacedName) (v Verdict, wait time.Duration, summary *Summary, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
+	now := g.Now()
 	g.expire(now)
 	if g.released[key] {
-		return allow, 0, nil, nil
+		return Allow, 0, nil, nil
 	}
 	if _, ok := g.grants[key]; ok {
-		return allow, 0, nil, nil
+		return Allow, 0, nil, nil
 	}
 	first, ok := g.seen[key]
 	if !ok {
 		first, g.seen[key] = now, now
 	}
-	if d := first.Add(deletionSettle).Sub(now); d > 0 && g.latched.IsZero() {
-		return settle, d, nil, nil
+	if d := first.Add(Settle).Sub(now); d > 0 && g.latched.IsZero() {
+		return SettleVerdict, d, nil, nil
 	}
-	maxAge := censusMaxAge
+	maxAge := CensusMaxAge
 	if !g.latched.IsZero() {
 		// Held copies come back every heldRequeue: during a hold one walk serves them all for
 		// heldStatsAge, not one walk per second.
 		maxAge = heldStatsAge
 	}
-	if g.at.IsZero() || now.Sub(g.at) >= maxAge || g.at.Before(first.Add(deletionSettle)) && g.latched.IsZero() {
+	if g.at.IsZero() || now.Sub(g.at) >= maxAge || g.at.Before(first.Add(Settle)) && g.latched.IsZero() {
 		if err := g.recount(ctx, now); err != nil {
-			return hold, 0, nil, err
+			return Hold, 0, nil, err
 		}
 	}
 	if g.latched.IsZero() {
 		doomed := g.pending(key)
-		if g.budget.Allows(doomed, len(g.grants), g.c.live) {
+		if g.budget.Allows(doomed, len(g.grants), g.c.Live) {
 			g.grants[key] = now
 			delete(g.seen, key)
-			return allow, 0, nil, nil
+			return Allow, 0, nil, nil
 		}
 		g.latched = now
 		g.latch(now, key)
@@ -168,30 +174,30 @@ func (g *budgetGate) Decide(ctx context.Context, key types.NamespacedName) (v ve
 		g.latch(now, key)
 		g.readRelease(ctx, now)
 		if g.released[key] {
-			return allow, 0, nil, nil
+			return Allow, 0, nil, nil
 		}
 		if g.latched.IsZero() { // released from management: the rest is judged afresh
-			return settle, 0, nil, nil
+			return SettleVerdict, 0, nil, nil
 		}
 	}
-	return hold, 0, g.summaryDue(now), nil
+	return Hold, 0, g.summaryDue(now), nil
 }
 
 // recount takes a new census and prunes the hold: copies whose remote object is back (or
 // whose copy is gone) are no longer held, and a hold with nothing left ends.
-func (g *budgetGate) recount(ctx context.Context, now time.Time) error {
+func (g *Gate) recount(ctx context.Context, now time.Time) error {
 	c, err := g.count(ctx)
 	if err != nil {
 		return err
 	}
 	g.c, g.at = c, now
 	for k := range g.held {
-		if _, doomed := c.doomed[k]; !doomed {
+		if _, doomed := c.Doomed[k]; !doomed {
 			delete(g.held, k)
 		}
 	}
 	for k := range g.released {
-		if _, doomed := c.doomed[k]; !doomed {
+		if _, doomed := c.Doomed[k]; !doomed {
 			delete(g.released, k)
 		}
 	}
@@ -202,21 +208,21 @@ func (g *budgetGate) recount(ctx context.Context, now time.Time) error {
 }
 
 // pending counts the doomed copies not granted or released yet, key included.
-func (g *budgetGate) pending(key types.NamespacedName) int {
+func (g *Gate) pending(key types.NamespacedName) int {
 	n := 0
-	for k := range g.c.doomed {
+	for k := range g.c.Doomed {
 		if _, granted := g.grants[k]; !granted && !g.released[k] {
 			n++
 		}
 	}
-	if _, ok := g.c.doomed[key]; !ok {
+	if _, ok := g.c.Doomed[key]; !ok {
 		n++
 	}
 	return n
 }
 
 // latch holds every doomed copy not granted or released (and key), keeping when each was first held.
-func (g *budgetGate) latch(now time.Time, key types.NamespacedName) {
+func (g *Gate) latch(now time.Time, key types.NamespacedName) {
 	add := func(k types.NamespacedName) {
 		if _, granted := g.grants[k]; granted || g.released[k] {
 			return
@@ -225,20 +231,20 @@ func (g *budgetGate) latch(now time.Time, key types.NamespacedName) {
 			g.held[k] = now
 		}
 	}
-	for k := range g.c.doomed {
+	for k := range g.c.Doomed {
 		add(k)
 	}
 	add(key)
 }
 
-// readRelease reads the Region's release time (at most every releaseRecheck) and releases every
+// readRelease reads the Region's release time (at most every ReleaseRecheck) and releases every
 // hold that started before it.
-func (g *budgetGate) readRelease(ctx context.Context, now time.Time) {
-	if g.releasedBefore == nil || now.Sub(g.releaseRead) < releaseRecheck {
+func (g *Gate) readRelease(ctx context.Context, now time.Time) {
+	if g.ReleasedBefore == nil || now.Sub(g.releaseRead) < ReleaseRecheck {
 		return
 	}
 	g.releaseRead = now
-	before, err := g.releasedBefore(ctx)
+	before, err := g.ReleasedBefore(ctx)
 	if err != nil || before.IsZero() {
 		return
 	}
@@ -246,7 +252,7 @@ func (g *budgetGate) readRelease(ctx context.Context, now time.Time) {
 }
 
 // release releases every hold that started before t; the hold ends when none is left.
-func (g *budgetGate) release(t time.Time) {
+func (g *Gate) release(t time.Time) {
 	for k, since := range g.held {
 		if since.Before(t) {
 			g.released[k] = true
@@ -259,20 +265,20 @@ func (g *budgetGate) release(t time.Time) {
 }
 
 // summaryDue returns the hold's summary when its event is due.
-func (g *budgetGate) summaryDue(now time.Time) *heldSummary {
-	if !g.lastEvent.IsZero() && now.Sub(g.lastEvent) < heldEventInterval {
+func (g *Gate) summaryDue(now time.Time) *Summary {
+	if !g.lastEvent.IsZero() && now.Sub(g.lastEvent) < EventInterval {
 		return nil
 	}
 	g.lastEvent = now
-	s := &heldSummary{held: len(g.held), live: g.c.live, limit: g.budget.Limit(g.c.live + len(g.grants))}
+	s := &Summary{Held: len(g.held), Live: g.c.Live, Limit: g.budget.Limit(g.c.Live + len(g.grants)), Window: g.budget.Window}
 	locals := make([]types.NamespacedName, 0, len(g.held))
 	for k := range g.held {
-		if l, ok := g.c.doomed[k]; ok {
+		if l, ok := g.c.Doomed[k]; ok {
 			locals = append(locals, l)
 		}
 	}
 	if len(locals) > 0 {
-		s.first = slices.MinFunc(locals, func(a, b types.NamespacedName) int {
+		s.First = slices.MinFunc(locals, func(a, b types.NamespacedName) int {
 			if a.Namespace != b.Namespace {
 				return strings.Compare(a.Namespace, b.Namespace)
 			}
@@ -283,7 +289,7 @@ func (g *budgetGate) summaryDue(now time.Time) *heldSummary {
 }
 
 // expire forgets grants older than the window and candidates never judged again.
-func (g *budgetGate) expire(now time.Time) {
+func (g *Gate) expire(now time.Time) {
 	for k, t := range g.grants {
 		if now.Sub(t) >= g.budget.Window {
 			delete(g.grants, k)
@@ -298,14 +304,14 @@ func (g *budgetGate) expire(now time.Time) {
 
 // ReleaseUsable reports whether the release-deletion annotation of the copy uid was not used
 // yet: an annotation releases one deletion, not the copy forever.
-func (g *budgetGate) ReleaseUsable(uid types.UID) bool {
+func (g *Gate) ReleaseUsable(uid types.UID) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return !g.consumed[uid]
 }
 
 // UseRelease records that the release-deletion annotation of the copy uid let its deletion through.
-func (g *budgetGate) UseRelease(uid types.UID) {
+func (g *Gate) UseRelease(uid types.UID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.consumed[uid] = true
@@ -313,7 +319,7 @@ func (g *budgetGate) UseRelease(uid types.UID) {
 
 // Deleted records that the deletion of the copy of key was issued: a release from management
 // is used up.
-func (g *budgetGate) Deleted(key types.NamespacedName) {
+func (g *Gate) Deleted(key types.NamespacedName) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.released, key)
@@ -325,24 +331,24 @@ func (g *budgetGate) Deleted(key types.NamespacedName) {
 const heldStatsAge = 5 * time.Second
 
 // Held reports the number of held deletions, recounting from the caches while a hold lasts.
-func (g *budgetGate) Held(ctx context.Context) int {
+func (g *Gate) Held(ctx context.Context) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.latched.IsZero() {
 		return 0
 	}
-	if now := g.now(); now.Sub(g.at) >= heldStatsAge {
+	if now := g.Now(); now.Sub(g.at) >= heldStatsAge {
 		_ = g.recount(ctx, now) // a failed count keeps the last one
 	}
 	return len(g.held)
 }
 
 // reset forgets every judgement made on what the agent saw before (after a management identity
-// episode): holds, grants and settle times. Consumed releases stay consumed.
-func (g *budgetGate) reset() {
+// episode): holds, grants and SettleVerdict times. Consumed releases stay consumed.
+func (g *Gate) Reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.c, g.at = census{}, time.Time{}
+	g.c, g.at = Census{}, time.Time{}
 	g.latched, g.releaseRead, g.lastEvent = time.Time{}, time.Time{}, time.Time{}
 	clear(g.seen)
 	clear(g.grants)

@@ -1,4 +1,4 @@
-package syncer
+package budget
 
 import (
 	"context"
@@ -12,24 +12,24 @@ import (
 
 func TestDeletionBudgetAllows(t *testing.T) {
 	cases := map[string]struct {
-		budget                DeletionBudget
+		budget                Budget
 		doomed, granted, live int
 		want                  bool
 	}{
-		"none doomed":                   {DeletionBudget{MaxFraction: 0.5, MinObjects: 10}, 0, 0, 1000, true},
-		"one routine deletion":          {DeletionBudget{MaxFraction: 0.5, MinObjects: 10}, 1, 0, 1000, true},
-		"single copy may go":            {DeletionBudget{MaxFraction: 0.5, MinObjects: 10}, 1, 0, 1, true},
-		"small kind vanishing held":     {DeletionBudget{MaxFraction: 0.5, MinObjects: 10}, 4, 0, 4, false},
-		"two copies vanishing held":     {DeletionBudget{MaxFraction: 1, MinObjects: 10}, 2, 0, 2, false},
-		"small kind, part doomed":       {DeletionBudget{MaxFraction: 0.5, MinObjects: 10}, 3, 0, 4, true},
-		"at the fraction":               {DeletionBudget{MaxFraction: 0.5}, 50, 0, 100, true},
-		"beyond the fraction":           {DeletionBudget{MaxFraction: 0.5}, 51, 0, 100, false},
-		"window fills the budget":       {DeletionBudget{MaxFraction: 0.5}, 1, 50, 50, false},
-		"window leaves room":            {DeletionBudget{MaxFraction: 0.5}, 1, 49, 51, true},
-		"minimum dominates":             {DeletionBudget{MaxFraction: 0.01, MinObjects: 10}, 10, 0, 100, true},
-		"minimum counts the window too": {DeletionBudget{MaxFraction: 0.01, MinObjects: 10}, 1, 10, 90, false},
-		"fraction one, all but one":     {DeletionBudget{MaxFraction: 1}, 99, 0, 100, true},
-		"fraction one, everything":      {DeletionBudget{MaxFraction: 1}, 100, 0, 100, false},
+		"none doomed":                   {Budget{MaxFraction: 0.5, MinObjects: 10}, 0, 0, 1000, true},
+		"one routine deletion":          {Budget{MaxFraction: 0.5, MinObjects: 10}, 1, 0, 1000, true},
+		"single copy may go":            {Budget{MaxFraction: 0.5, MinObjects: 10}, 1, 0, 1, true},
+		"small kind vanishing held":     {Budget{MaxFraction: 0.5, MinObjects: 10}, 4, 0, 4, false},
+		"two copies vanishing held":     {Budget{MaxFraction: 1, MinObjects: 10}, 2, 0, 2, false},
+		"small kind, part doomed":       {Budget{MaxFraction: 0.5, MinObjects: 10}, 3, 0, 4, true},
+		"at the fraction":               {Budget{MaxFraction: 0.5}, 50, 0, 100, true},
+		"beyond the fraction":           {Budget{MaxFraction: 0.5}, 51, 0, 100, false},
+		"window fills the budget":       {Budget{MaxFraction: 0.5}, 1, 50, 50, false},
+		"window leaves room":            {Budget{MaxFraction: 0.5}, 1, 49, 51, true},
+		"minimum dominates":             {Budget{MaxFraction: 0.01, MinObjects: 10}, 10, 0, 100, true},
+		"minimum counts the window too": {Budget{MaxFraction: 0.01, MinObjects: 10}, 1, 10, 90, false},
+		"fraction one, all but one":     {Budget{MaxFraction: 1}, 99, 0, 100, true},
+		"fraction one, everything":      {Budget{MaxFraction: 1}, 100, 0, 100, false},
 	}
 	for name, tc := range cases {
 		if got := tc.budget.Allows(tc.doomed, tc.granted, tc.live); got != tc.want {
@@ -46,12 +46,12 @@ type fakeKind struct {
 	err    error
 }
 
-func (f *fakeKind) census(context.Context) (census, error) {
+func (f *fakeKind) census(context.Context) (Census, error) {
 	f.counts++
-	c := census{live: f.live, doomed: map[types.NamespacedName]types.NamespacedName{}}
+	c := Census{Live: f.live, Doomed: map[types.NamespacedName]types.NamespacedName{}}
 	for k, d := range f.doomed {
 		if d {
-			c.doomed[key(k)] = types.NamespacedName{Namespace: "local", Name: k}
+			c.Doomed[key(k)] = types.NamespacedName{Namespace: "local", Name: k}
 		}
 	}
 	return c, f.err
@@ -62,18 +62,18 @@ func key(name string) types.NamespacedName { return types.NamespacedName{Namespa
 // gateRun drives a gate on a fake clock.
 type gateRun struct {
 	t       *testing.T
-	g       *budgetGate
+	g       *Gate
 	kind    *fakeKind
 	now     time.Time
 	release time.Time
 	reads   int
 }
 
-func newGateRun(t *testing.T, b DeletionBudget, live int) *gateRun {
+func newGateRun(t *testing.T, b Budget, live int) *gateRun {
 	r := &gateRun{t: t, kind: &fakeKind{live: live, doomed: map[string]bool{}}, now: time.Unix(1_000_000, 0)}
-	r.g = newBudgetGate(b, r.kind.census)
-	r.g.now = func() time.Time { return r.now }
-	r.g.releasedBefore = func(context.Context) (time.Time, error) { r.reads++; return r.release, nil }
+	r.g = NewGate(b, r.kind.census)
+	r.g.Now = func() time.Time { return r.now }
+	r.g.ReleasedBefore = func(context.Context) (time.Time, error) { r.reads++; return r.release, nil }
 	return r
 }
 
@@ -102,14 +102,14 @@ func (r *gateRun) gone(names ...string) {
 
 func (r *gateRun) advance(d time.Duration) { r.now = r.now.Add(d) }
 
-// decide judges a copy, letting it settle first.
-func (r *gateRun) decide(name string) verdict {
+// decide judges a copy, letting it SettleVerdict first.
+func (r *gateRun) decide(name string) Verdict {
 	r.t.Helper()
 	v, wait, _, err := r.g.Decide(context.Background(), key(name))
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if v == settle {
+	if v == SettleVerdict {
 		r.advance(max(wait, time.Millisecond))
 		v, _, _, err = r.g.Decide(context.Background(), key(name))
 		if err != nil {
@@ -119,10 +119,10 @@ func (r *gateRun) decide(name string) verdict {
 	return v
 }
 
-func (r *gateRun) want(name string, want verdict) {
+func (r *gateRun) want(name string, want Verdict) {
 	r.t.Helper()
 	if got := r.decide(name); got != want {
-		r.t.Fatalf("%s: verdict %v, want %v (held %d)", name, got, want, len(r.g.held))
+		r.t.Fatalf("%s: Verdict %v, want %v (held %d)", name, got, want, len(r.g.held))
 	}
 }
 
@@ -135,38 +135,38 @@ func names(prefix string, n int) []string {
 }
 
 func TestBudgetGate(t *testing.T) {
-	def := DeletionBudget{MaxFraction: 0.5, MinObjects: 10, Window: 10 * time.Minute}
+	def := Budget{MaxFraction: 0.5, MinObjects: 10, Window: 10 * time.Minute}
 	cases := map[string]func(t *testing.T){
 		"routine deletion allowed after settling": func(t *testing.T) {
 			r := newGateRun(t, def, 30)
 			r.doom("a")
 			v, wait, _, _ := r.g.Decide(context.Background(), key("a"))
-			if v != settle || wait != deletionSettle {
-				t.Fatalf("first look: %v after %v, want settle after %v", v, wait, deletionSettle)
+			if v != SettleVerdict || wait != Settle {
+				t.Fatalf("first look: %v after %v, want SettleVerdict after %v", v, wait, Settle)
 			}
-			r.want("a", allow)
-			r.want("a", allow) // a granted deletion stays granted
+			r.want("a", Allow)
+			r.want("a", Allow) // a granted deletion stays granted
 		},
 		"small kind vanishing held": func(t *testing.T) {
 			r := newGateRun(t, def, 4)
 			r.doom("a", "b", "c", "d")
 			for _, n := range []string{"a", "b", "c", "d"} {
-				r.want(n, hold)
+				r.want(n, Hold)
 			}
 			if n := r.g.Held(context.Background()); n != 4 {
 				t.Fatalf("held %d, want 4", n)
 			}
 		},
-		"partial restore keeps the hold": func(t *testing.T) {
+		"partial restore keeps the Hold": func(t *testing.T) {
 			r := newGateRun(t, def, 20)
 			all := names("o", 20)
 			r.doom(all...)
-			r.want(all[0], hold)
+			r.want(all[0], Hold)
 			r.restore(all[:12]...)
 			for i := 0; i < 10; i++ { // an hour of retries: 8 doomed of 20 is within budget, still held
 				r.advance(6 * time.Minute)
 				for _, n := range all[12:] {
-					r.want(n, hold)
+					r.want(n, Hold)
 				}
 			}
 			if n := r.g.Held(context.Background()); n != 8 {
@@ -178,33 +178,33 @@ func TestBudgetGate(t *testing.T) {
 				t.Fatalf("every object back, still %d held", n)
 			}
 			r.doom(all[0])
-			r.want(all[0], allow) // the hold ended: a routine deletion goes through
+			r.want(all[0], Allow) // the Hold ended: a routine deletion goes through
 		},
 		"mass termination beyond the budget held": func(t *testing.T) {
 			r := newGateRun(t, def, 30)
 			r.doom(names("o", 11)...) // 11 of 30 terminating, budget 15: allowed
 			for _, n := range names("o", 11) {
-				r.want(n, allow)
+				r.want(n, Allow)
 			}
 			r.gone(names("o", 11)...)
 			r.doom(names("p", 5)...) // 5 more within the window: 16 > 15 of 30
-			r.want("p00", hold)
-			r.want("p04", hold)
+			r.want("p00", Hold)
+			r.want("p04", Hold)
 		},
 		"window slides": func(t *testing.T) {
-			r := newGateRun(t, DeletionBudget{MaxFraction: 0.1, MinObjects: 2, Window: time.Minute}, 10)
+			r := newGateRun(t, Budget{MaxFraction: 0.1, MinObjects: 2, Window: time.Minute}, 10)
 			r.doom("a")
-			r.want("a", allow)
+			r.want("a", Allow)
 			r.gone("a")
 			r.doom("b")
-			r.want("b", allow)
+			r.want("b", Allow)
 			r.gone("b")
 			r.doom("c")
-			r.want("c", hold) // a third within the minute
-			fresh := newGateRun(t, DeletionBudget{MaxFraction: 0.1, MinObjects: 2, Window: time.Minute}, 10)
+			r.want("c", Hold) // a third within the minute
+			fresh := newGateRun(t, Budget{MaxFraction: 0.1, MinObjects: 2, Window: time.Minute}, 10)
 			for _, n := range []string{"a", "b", "c"} {
 				fresh.doom(n)
-				fresh.want(n, allow) // the first two left the window before the third
+				fresh.want(n, Allow) // the first two left the window before the third
 				fresh.gone(n)
 				if n == "b" {
 					fresh.advance(time.Minute)
@@ -214,25 +214,25 @@ func TestBudgetGate(t *testing.T) {
 		"release from the Region": func(t *testing.T) {
 			r := newGateRun(t, def, 4)
 			r.doom("a", "b", "c", "d")
-			r.want("a", hold)
+			r.want("a", Hold)
 			r.advance(time.Minute)
-			r.want("b", hold)
-			r.release = r.now.Add(-time.Second) // after every hold started
-			r.advance(releaseRecheck)
-			r.want("a", allow)
-			r.want("b", allow)
+			r.want("b", Hold)
+			r.release = r.now.Add(-time.Second) // after every Hold started
+			r.advance(ReleaseRecheck)
+			r.want("a", Allow)
+			r.want("b", Allow)
 			r.gone("a", "b")
-			r.want("c", allow)
+			r.want("c", Allow)
 			r.gone("c")
-			r.want("d", allow) // one copy left: not everything vanishing
+			r.want("d", Allow) // one copy left: not everything vanishing
 		},
-		"release before the hold started releases nothing": func(t *testing.T) {
+		"release before the Hold started releases nothing": func(t *testing.T) {
 			r := newGateRun(t, def, 4)
 			r.release = r.now.Add(-time.Hour)
 			r.doom("a", "b", "c", "d")
-			r.want("a", hold)
-			r.advance(releaseRecheck)
-			r.want("a", hold)
+			r.want("a", Hold)
+			r.advance(ReleaseRecheck)
+			r.want("a", Hold)
 			if r.reads == 0 {
 				t.Fatal("the Region was never read")
 			}
@@ -241,7 +241,7 @@ func TestBudgetGate(t *testing.T) {
 			r := newGateRun(t, def, 1000)
 			all := names("o", 1000)
 			r.doom(all...)
-			r.want(all[0], hold)
+			r.want(all[0], Hold)
 			summaries := 0
 			for round := 0; round < 10; round++ { // 5 minutes of 30 s requeues
 				for _, n := range all {
@@ -251,7 +251,7 @@ func TestBudgetGate(t *testing.T) {
 					}
 					if s != nil {
 						summaries++
-						if s.held != 1000 || s.first.Name != "o00" {
+						if s.Held != 1000 || s.First.Name != "o00" {
 							t.Fatalf("summary %+v", s)
 						}
 					}
@@ -261,10 +261,10 @@ func TestBudgetGate(t *testing.T) {
 			if summaries > 1 {
 				t.Fatalf("%d summaries in 5 minutes", summaries)
 			}
-			if r.reads > 5*60/int(releaseRecheck.Seconds())+1 {
+			if r.reads > 5*60/int(ReleaseRecheck.Seconds())+1 {
 				t.Fatalf("%d Region reads in 5 minutes", r.reads)
 			}
-			if r.kind.counts > 5*60/int(censusMaxAge.Seconds())+2 {
+			if r.kind.counts > 5*60/int(CensusMaxAge.Seconds())+2 {
 				t.Fatalf("%d census walks in 5 minutes", r.kind.counts)
 			}
 		},
@@ -272,12 +272,12 @@ func TestBudgetGate(t *testing.T) {
 			r := newGateRun(t, def, 30)
 			r.kind.err = errors.New("boom")
 			r.doom("a")
-			if v, _, _, _ := r.g.Decide(context.Background(), key("a")); v != settle {
+			if v, _, _, _ := r.g.Decide(context.Background(), key("a")); v != SettleVerdict {
 				t.Fatalf("first look: %v", v)
 			}
-			r.advance(deletionSettle)
-			if v, _, _, err := r.g.Decide(context.Background(), key("a")); err == nil || v == allow {
-				t.Fatalf("verdict %v, error %v", v, err)
+			r.advance(Settle)
+			if v, _, _, err := r.g.Decide(context.Background(), key("a")); err == nil || v == Allow {
+				t.Fatalf("Verdict %v, error %v", v, err)
 			}
 		},
 		"release annotation consumed": func(t *testing.T) {
