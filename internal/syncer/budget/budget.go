@@ -57,12 +57,12 @@ type CensusTaker func(ctx context.Context) (Census, error)
 type Verdict int
 
 const (
-	// Allow: delete now.
+	// Allow deletes now.
 	Allow Verdict = iota
-	// SettleVerdict: look again after a short while; a mass deletion arriving as a burst of watch
+	// SettleVerdict looks again after a short while: a mass deletion arriving as a burst of watch
 	// events is judged whole, not one event at a time.
 	SettleVerdict
-	// Hold: the deletion is held until released.
+	// Hold holds the deletion until it is released.
 	Hold
 )
 
@@ -343,7 +343,7 @@ func (g *Gate) Held(ctx context.Context) int {
 	return len(g.held)
 }
 
-// reset forgets every judgement made on what the agent saw before (after a management identity
+// Reset forgets every judgement made on what the agent saw before (after a management identity
 // episode): holds, grants and SettleVerdict times. Consumed releases stay consumed.
 func (g *Gate) Reset() {
 	g.mu.Lock()
