@@ -21,8 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -30,6 +28,7 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
+	"github.com/regionsync/regionsync/internal/syncer/lowfeed"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -41,24 +40,11 @@ import (
 type kind struct {
 	r *Reconciler
 	// queue is the running controller's queue and its low-priority feed; nil while none runs.
-	queue atomic.Pointer[runQueue]
+	queue atomic.Pointer[lowfeed.Queue]
 	// missed are the objects of live events that arrived while no queue ran (a warm standby's,
 	// or a replica's between claim periods): the next claim period queues them ahead of its
 	// full pass.
 	missed missedEvents
-}
-
-// runQueue is one controller run's workqueue and the feed of its low-priority requests.
-type runQueue struct {
-	q   workqueue.TypedRateLimitingInterface[reconcile.Request]
-	low *lowFeed
-}
-
-// add queues req at normal priority (a live event), ahead of the low-priority backlog, and
-// takes it out of that backlog.
-func (rq *runQueue) add(req reconcile.Request) {
-	rq.q.Add(req)
-	rq.low.drop(req)
 }
 
 // missedWindow is how old a missed live event may be and still be queued ahead of a new claim
@@ -189,12 +175,12 @@ func (e *Engine) runController(ctx context.Context, i int, k *kind) {
 // regained claim needs: what the previous holder left undone is not known).
 func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 	r := k.r
-	var own atomic.Pointer[runQueue]
+	var own atomic.Pointer[lowfeed.Queue]
 	start := source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		// Event times stamped before this queue existed belong to no pending event of it.
 		r.eventTimes.Clear()
-		rq := &runQueue{q: q, low: newLowFeed(r.Name())}
-		go rq.low.run(ctx, q)
+		rq := &lowfeed.Queue{Q: q, Low: lowfeed.New(r.Name())}
+		go rq.Low.Run(ctx, q)
 		own.Store(rq)
 		k.queue.Store(rq)
 		// Live changes the replica saw without a queue (as a standby, during the handover)
@@ -204,13 +190,13 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 			r.eventTimes.LoadOrStore(m.req.NamespacedName, m.at)
 			q.Add(m.req)
 		}
-		return e.enqueueAll(ctx, r, rq.low)
+		return e.enqueueAll(ctx, r, rq.Low)
 	})
 	c, err := controller.NewUnmanaged("regionsync-"+strings.ToLower(r.Name()), controller.Options{
 		Reconciler:              r,
 		MaxConcurrentReconciles: r.Resource.Concurrency,
 		SkipNameValidation:      ptr.To(true), // a regained claim builds the controller again
-		UsePriorityQueue:        ptr.To(true), // live events before the initial list and resyncs (addLow)
+		UsePriorityQueue:        ptr.To(true), // live events before the initial list and resyncs (lowfeed.AddLow)
 		CacheSyncTimeout:        cacheWaitTimeout,
 		ReconciliationTimeout:   reconcileTimeout,
 		LogConstructor: func(*reconcile.Request) logr.Logger {
@@ -232,7 +218,7 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 // enqueueAll adds to the low-priority feed every shard object of r's kind in the management
 // cache and the remote object of every marked local copy (a copy whose remote object is gone is
 // an orphan to handle).
-func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowFeed) error {
+func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowfeed.Feed) error {
 	ctx, cancel := context.WithTimeout(ctx, cacheWaitTimeout)
 	defer cancel()
 	remote := &unstructured.UnstructuredList{}
@@ -242,7 +228,7 @@ func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowFeed) er
 	}
 	for i := range remote.Items {
 		if e.inShard(&remote.Items[i]) {
-			low.add(reconcile.Request{NamespacedName: objectRef(&remote.Items[i])})
+			low.Add(reconcile.Request{NamespacedName: objectRef(&remote.Items[i])})
 		}
 	}
 	local := &unstructured.UnstructuredList{}
@@ -252,7 +238,7 @@ func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowFeed) er
 	}
 	for i := range local.Items {
 		for _, req := range e.remoteRequest(objectRef(&local.Items[i])) {
-			low.add(req)
+			low.Add(req)
 		}
 	}
 	return nil
@@ -291,17 +277,6 @@ func (h kindHandler) OnUpdate(oldObj, newObj any) {
 // OnDelete enqueues the deleted object's requests.
 func (h kindHandler) OnDelete(obj any) { h.enqueue(false, obj) }
 
-// addLow adds req below every live event (the initial list, a resync, the full pass of a new
-// claim period, as the lowFeed hands them over): controller-runtime's priority queue hands out
-// higher priorities first, and an item queued low is raised when a live event adds it again.
-func addLow(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request) {
-	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
-		return
-	}
-	q.Add(req)
-}
-
 func (h kindHandler) enqueue(low bool, objs ...any) {
 	q := h.k.queue.Load()
 	if q == nil && low {
@@ -322,9 +297,9 @@ func (h kindHandler) enqueue(low bool, objs ...any) {
 			}
 			h.k.r.stamp(req)
 			if low {
-				q.low.add(req)
+				q.Low.Add(req)
 			} else {
-				q.add(req)
+				q.Add(req)
 			}
 		}
 	}

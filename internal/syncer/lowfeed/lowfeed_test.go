@@ -1,4 +1,4 @@
-package syncer
+package lowfeed
 
 import (
 	"context"
@@ -22,18 +22,18 @@ func feedReq(i int) reconcile.Request {
 // The backlog keeps arrival order, holds a request once, forgets dropped ones and releases its
 // memory once nothing is pending.
 func TestLowFeedBacklog(t *testing.T) {
-	f := newLowFeed("test-backlog")
+	f := New("test-backlog")
 	for _, i := range []int{1, 2, 3, 2, 4, 1, 5} {
-		f.add(feedReq(i))
+		f.Add(feedReq(i))
 	}
-	f.drop(feedReq(3))
-	f.drop(feedReq(9)) // never added: nothing happens
-	if got := f.len(); got != 4 {
+	f.Drop(feedReq(3))
+	f.Drop(feedReq(9)) // never added: nothing happens
+	if got := f.Len(); got != 4 {
 		t.Fatalf("len = %d, want 4", got)
 	}
 	var got []reconcile.Request
 	got = append(got, f.take(2)...)
-	f.add(feedReq(3)) // re-added after the drop: its old place still ahead, it takes it, once
+	f.Add(feedReq(3)) // re-added after the drop: its old place still ahead, it takes it, once
 	got = append(got, f.take(10)...)
 	want := []reconcile.Request{feedReq(1), feedReq(2), feedReq(3), feedReq(4), feedReq(5)}
 	if !slices.Equal(got, want) {
@@ -42,8 +42,8 @@ func TestLowFeedBacklog(t *testing.T) {
 	if f.order != nil || f.pending != nil {
 		t.Fatalf("an empty backlog keeps its memory: order cap %d, pending %d", cap(f.order), len(f.pending))
 	}
-	f.add(feedReq(7))
-	f.drop(feedReq(7))
+	f.Add(feedReq(7))
+	f.Drop(feedReq(7))
 	if f.order != nil || f.pending != nil {
 		t.Fatal("a backlog emptied by drops keeps its memory")
 	}
@@ -61,25 +61,25 @@ func TestLowFeedRun(t *testing.T) {
 	defer cancel()
 	q := priorityqueue.New[reconcile.Request]("test-lowfeed", func(o *priorityqueue.Opts[reconcile.Request]) { o.Log = logr.Discard() })
 	defer q.ShutDown()
-	rq := &runQueue{q: q, low: newLowFeed("test-run")}
+	rq := &Queue{Q: q, Low: New("test-run")}
 	for i := range n {
-		rq.low.add(feedReq(i))
+		rq.Low.Add(feedReq(i))
 	}
 	done := make(chan struct{})
-	go func() { rq.low.run(ctx, q); close(done) }()
+	go func() { rq.Low.Run(ctx, q); close(done) }()
 
 	deadline := time.Now().Add(30 * time.Second)
 	testenv.Eventually(t, "the queue holds the window", 30*time.Second, func() error {
-		if l := q.Len(); l < feedWindow {
+		if l := q.Len(); l < Window {
 			return fmt.Errorf("%d ready items", l)
 		}
 		return nil
 	})
-	if l := q.Len(); l != feedWindow {
-		t.Fatalf("queue holds %d ready items, want the window (%d)", l, feedWindow)
+	if l := q.Len(); l != Window {
+		t.Fatalf("queue holds %d ready items, want the window (%d)", l, Window)
 	}
 	live := feedReq(n - 1)
-	rq.add(live)
+	rq.Add(live)
 	item, _, _ := q.GetWithPriority()
 	if item != live {
 		t.Fatalf("first item %v, want the live one %v", item, live)
@@ -91,7 +91,7 @@ func TestLowFeedRun(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d requests handed out", len(got), n-1)
 		}
-		if l := q.Len(); l > feedWindow+1 {
+		if l := q.Len(); l > Window+1 {
 			t.Fatalf("queue holds %d ready items, more than the window", l)
 		}
 		item, _ := q.Get()
@@ -115,13 +115,13 @@ func TestLowFeedRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not end with its context")
 	}
-	if rq.low.order != nil || rq.low.pending != nil {
+	if rq.Low.order != nil || rq.Low.pending != nil {
 		t.Fatal("the ended feed keeps its backlog")
 	}
 	// A handler that still holds the ended run's queue adds nothing that would never be handed
 	// over (nor show in regionsync_pass_backlog).
-	rq.low.add(feedReq(1))
-	if n := rq.low.len(); n != 0 {
+	rq.Low.Add(feedReq(1))
+	if n := rq.Low.Len(); n != 0 {
 		t.Fatalf("the ended feed took a request: %d pending", n)
 	}
 }
