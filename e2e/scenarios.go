@@ -205,7 +205,7 @@ func createTenant(t *testing.T, f Fleet, ns, region string) {
 	}
 	for _, o := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantoperator.TokenSecretName + "-" + region, Labels: regionLabels(region)}},
-		&demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-" + region, Labels: regionLabels(region)}, Spec: demov1alpha1.TenantSpec{DisplayName: "Acme " + region, Plan: "team"}},
+		testenv.Tenant(ns, "acme-"+region, "Acme "+region, func(t *demov1alpha1.Tenant) { t.Labels = regionLabels(region) }),
 	} {
 		if err := mgmt.Create(ctx, o); err != nil {
 			t.Fatal(err)

@@ -213,7 +213,7 @@ func agentConfig(region, suffix, managementKubeconfig string) *config.AgentConfi
 func (e *fleetEnv) tenant(ns, name string) {
 	e.t.Helper()
 	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	e.create(e.management.Client, &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: demov1alpha1.TenantSpec{DisplayName: name}})
+	e.create(e.management.Client, testenv.Tenant(ns, name, name))
 }
 
 func (e *fleetEnv) waitLocal(c *testenv.Cluster, ns, name string, timeout time.Duration) {

@@ -360,13 +360,10 @@ func (e *env) remoteSecret(ns string) {
 // tenant creates a Tenant on management in ns with the test's suffix.
 func (e *env) tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) {
 	e.t.Helper()
-	t := &demov1alpha1.Tenant{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + e.suffix, Labels: map[string]string{"tier": "gold"}, Annotations: map[string]string{"example.com/note": "hello"}},
-		Spec:       demov1alpha1.TenantSpec{DisplayName: display, Plan: "team", Replicas: 2},
-	}
-	for _, m := range mutate {
-		m(t)
-	}
+	t := testenv.Tenant(ns, name+e.suffix, display, append([]func(*demov1alpha1.Tenant){func(t *demov1alpha1.Tenant) {
+		t.Labels, t.Annotations = map[string]string{"tier": "gold"}, map[string]string{"example.com/note": "hello"}
+		t.Spec.Replicas = 2
+	}}, mutate...)...)
 	if err := e.mgmt.Create(e.ctx, t); err != nil {
 		e.t.Fatal(err)
 	}

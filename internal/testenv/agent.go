@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -147,4 +148,17 @@ func Scheme() *runtime.Scheme {
 	s := scheme.New()
 	utilruntime.Must(demov1alpha1.AddToScheme(s))
 	return s
+}
+
+// Tenant is the tests' Tenant fixture: the demo's Tenant ns/name with a display name and the
+// "team" plan, changed by each of mutate in order.
+func Tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) *demov1alpha1.Tenant {
+	t := &demov1alpha1.Tenant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       demov1alpha1.TenantSpec{DisplayName: display, Plan: "team"},
+	}
+	for _, m := range mutate {
+		m(t)
+	}
+	return t
 }

@@ -149,10 +149,7 @@ func createNamespace(t *testing.T, c client.Client, name string, annotations map
 }
 
 func tenant(namespace, name, displayName string) *demov1alpha1.Tenant {
-	return &demov1alpha1.Tenant{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       demov1alpha1.TenantSpec{DisplayName: displayName, Plan: "team"},
-	}
+	return testenv.Tenant(namespace, name, displayName)
 }
 
 // The typed embedding shares the host's informer (one watch of Tenants, not two), syncs copies
