@@ -56,27 +56,13 @@ fi
 
 log() { printf '[control-plane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# build MODULE_DIR PACKAGE OUTPUT: a go build whose progress stays visible (a dot every 10 s).
+# shellcheck source=build-tool.sh
+. "$root/scripts/build-tool.sh"
+
+# build MODULE_DIR PACKAGE OUTPUT: one control-plane binary from the Go module proxy.
 build() {
-	local mod=$1 pkg=$2 out=$3 start=$SECONDS
-	log "building $(basename "$out") ($pkg) ..."
-	(
-		cd "$root/$mod"
-		CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "$out.tmp" "$pkg"
-	) &
-	local pid=$!
-	while kill -0 "$pid" 2>/dev/null; do
-		sleep 10
-		kill -0 "$pid" 2>/dev/null && printf '.' >&2
-	done
-	if ! wait "$pid"; then
-		echo >&2
-		log "FAILED to build $pkg"
-		exit 1
-	fi
-	mv "$out.tmp" "$out"
-	echo >&2
-	log "built $(basename "$out") in $((SECONDS - start))s"
+	log "building $(basename "$3") ($2) ..."
+	build_tool "$1" "$2" "$3"
 }
 
 # link NAME SOURCE_DIR: use SOURCE_DIR/NAME when it is there and runs.

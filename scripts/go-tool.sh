@@ -65,24 +65,9 @@ if [ ! -x "$bin" ]; then
 	if [ ! -x "$bin" ]; then
 		log "first run on this machine: building $name $version from the Go module proxy into $dir"
 		[ "$name" = golangci-lint ] && log "(2.5 min on 2 cores with a warm Go build cache, longer from cold; later runs reuse it)"
-		start=$SECONDS
-		(
-			cd "$root/$mod"
-			CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="$ldflags" -o "$bin.tmp" "$pkg"
-		) &
-		pid=$!
-		while kill -0 "$pid" 2>/dev/null; do
-			sleep 10
-			kill -0 "$pid" 2>/dev/null && printf '.' >&2
-		done
-		if ! wait "$pid"; then
-			echo >&2
-			log "FAILED to build $pkg"
-			exit 1
-		fi
-		mv "$bin.tmp" "$bin"
-		echo >&2
-		log "built $name $version in $((SECONDS - start))s"
+		# shellcheck source=build-tool.sh
+		. "$root/scripts/build-tool.sh"
+		build_tool "$mod" "$pkg" "$bin" "$ldflags"
 	fi
 	exec 9>&-
 fi

@@ -198,16 +198,7 @@ func TestMassTerminationBudgeted(t *testing.T) {
 		}
 	}
 	e.waitEvent(e.local, nss[doomed[0]], doomed[0], syncer.ReasonDeletionHeld)
-	testenv.Eventually(t, "Region condition DeletionsHeld=True", 30*time.Second, func() error {
-		r := &regionsyncv1alpha1.Region{}
-		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Name: e.cfg.Region}, r); err != nil {
-			return err
-		}
-		if !meta.IsStatusConditionTrue(r.Status.Conditions, regionsyncv1alpha1.ConditionDeletionsHeld) {
-			return fmt.Errorf("conditions %+v", r.Status.Conditions)
-		}
-		return nil
-	})
+	e.waitDeletionsHeld(30*time.Second)
 	e.never("a held copy deleted", 5*time.Second, func() bool { return e.kept(nss, names...) != nil })
 	for _, n := range doomed {
 		o, err := e.getRemote(nss[n], n)
@@ -385,16 +376,7 @@ func TestCRDDeletionHeld(t *testing.T) {
 	if err := e.mgmt.Delete(e.ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "Region condition DeletionsHeld=True", 60*time.Second, func() error {
-		r := &regionsyncv1alpha1.Region{}
-		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Name: e.cfg.Region}, r); err != nil {
-			return err
-		}
-		if !meta.IsStatusConditionTrue(r.Status.Conditions, regionsyncv1alpha1.ConditionDeletionsHeld) {
-			return fmt.Errorf("conditions %+v", r.Status.Conditions)
-		}
-		return nil
-	})
+	e.waitDeletionsHeld(60*time.Second)
 	e.never("a copy deleted while held", 5*time.Second, func() bool { return kept() != nil })
 	for _, n := range names {
 		g := gadget(n + e.suffix)
@@ -419,4 +401,19 @@ func TestCRDDeletionHeld(t *testing.T) {
 			t.Fatalf("copy %s kept after its release", n)
 		}
 	}
+}
+
+// waitDeletionsHeld waits until the agent's Region says DeletionsHeld=True.
+func (e *env) waitDeletionsHeld(timeout time.Duration) {
+	e.t.Helper()
+	testenv.Eventually(e.t, "Region condition DeletionsHeld=True", timeout, func() error {
+		r := &regionsyncv1alpha1.Region{}
+		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Name: e.cfg.Region}, r); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(r.Status.Conditions, regionsyncv1alpha1.ConditionDeletionsHeld) {
+			return fmt.Errorf("conditions %+v", r.Status.Conditions)
+		}
+		return nil
+	})
 }

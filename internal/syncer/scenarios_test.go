@@ -76,14 +76,22 @@ func TestPausedRemotely(t *testing.T) {
 		return len(o.Finalizers) > 0 || err == nil
 	})
 	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { annotate(e.keys.Paused, "true")(o); o.Spec.Replicas = 9 })
-	e.never("paused spec change copied", 2*time.Second, func() bool {
-		l, _ := e.getLocal(ns, "acme")
-		return l.Spec.Replicas == 9
+	e.heldWhilePaused(ns, "acme", 9, func() {
+		e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Annotations, e.keys.Paused) })
 	})
-	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Annotations, e.keys.Paused) })
-	_, local := e.waitSynced(ns, "acme")
-	if local.Spec.Replicas != 9 {
-		t.Fatalf("after unpause replicas %d", local.Spec.Replicas)
+}
+
+// heldWhilePaused checks that a spec change to replicas is not copied while the object is
+// paused, and arrives once unpause has run.
+func (e *env) heldWhilePaused(ns, name string, replicas int32, unpause func()) {
+	e.t.Helper()
+	e.never("a spec change copied while paused", 2*time.Second, func() bool {
+		l, _ := e.getLocal(ns, name)
+		return l.Spec.Replicas == replicas
+	})
+	unpause()
+	if _, local := e.waitSynced(ns, name); local.Spec.Replicas != replicas {
+		e.t.Fatalf("after unpause replicas %d, want %d", local.Spec.Replicas, replicas)
 	}
 }
 
@@ -96,15 +104,9 @@ func TestPausedLocally(t *testing.T) {
 	e.waitSynced(ns, "acme")
 	e.setLocal(ns, "acme", annotate(e.keys.Paused, "true"))
 	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 7 })
-	e.never("spec copied onto a locally paused object", 2*time.Second, func() bool {
-		l, _ := e.getLocal(ns, "acme")
-		return l.Spec.Replicas == 7
+	e.heldWhilePaused(ns, "acme", 7, func() {
+		e.setLocal(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Annotations, e.keys.Paused) })
 	})
-	e.setLocal(ns, "acme", func(o *demov1alpha1.Tenant) { delete(o.Annotations, e.keys.Paused) })
-	_, local := e.waitSynced(ns, "acme")
-	if local.Spec.Replicas != 7 {
-		t.Fatalf("after unpause replicas %d", local.Spec.Replicas)
-	}
 }
 
 // Local copy missing in an existing namespace: created; a same-named secret the local object does

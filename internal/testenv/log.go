@@ -11,6 +11,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 // logKeep bounds what a TestLog keeps: the last lines of a long test are the ones that explain
@@ -82,4 +85,16 @@ func (l *TestLog) String() string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// SetProcessLoggers sets the process-wide loggers of a test binary (controller-runtime's and
+// klog's): discarded, or development logging to stderr with REGIONSYNC_TEST_LOG set. A test's own
+// agents log to a TestLog instead.
+func SetProcessLoggers() {
+	if os.Getenv("REGIONSYNC_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+		return
+	}
+	ctrl.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 }

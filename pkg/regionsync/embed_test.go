@@ -14,16 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/testenv"
@@ -35,12 +31,7 @@ import (
 var management, region *testenv.Cluster
 
 func TestMain(m *testing.M) {
-	if os.Getenv("REGIONSYNC_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-		klog.SetLogger(logr.Discard())
-	}
+	testenv.SetProcessLoggers()
 	base, cancel := context.WithCancel(context.Background())
 	fleet, err := testenv.Start([]string{"management", "region"}, testenv.Options{})
 	if err != nil {
