@@ -198,7 +198,7 @@ func TestMassTerminationBudgeted(t *testing.T) {
 		}
 	}
 	e.waitEvent(e.local, nss[doomed[0]], doomed[0], syncer.ReasonDeletionHeld)
-	e.waitDeletionsHeld(30*time.Second)
+	e.waitDeletionsHeld(30 * time.Second)
 	e.never("a held copy deleted", 5*time.Second, func() bool { return e.kept(nss, names...) != nil })
 	for _, n := range doomed {
 		o, err := e.getRemote(nss[n], n)
@@ -376,7 +376,7 @@ func TestCRDDeletionHeld(t *testing.T) {
 	if err := e.mgmt.Delete(e.ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	e.waitDeletionsHeld(60*time.Second)
+	e.waitDeletionsHeld(60 * time.Second)
 	e.never("a copy deleted while held", 5*time.Second, func() bool { return kept() != nil })
 	for _, n := range names {
 		g := gadget(n + e.suffix)
