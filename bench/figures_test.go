@@ -206,14 +206,8 @@ func (b *suite) latency() {
 // other regions (filtered out by the shipped labelSelector), against the heap without them.
 func (b *suite) otherRegions() {
 	if b.heapSynced == 0 {
-		leader, _ := b.leader()
-		if leader == nil {
-			b.errorf("other regions: no leader")
-			return
-		}
-		h, err := liveHeap(b.ctx, leader.pprof)
-		if err != nil {
-			b.errorf("other regions: %v", err)
+		h, ok := b.leaderHeap("other regions")
+		if !ok {
 			return
 		}
 		b.heapSynced = h
@@ -225,14 +219,8 @@ func (b *suite) otherRegions() {
 	}
 	fmt.Printf("BENCH %d other-region objects created in %s\n", b.p.Other, time.Since(start).Round(time.Second))
 	time.Sleep(10 * time.Second)
-	leader, _ := b.leader()
-	if leader == nil {
-		b.errorf("other regions: no leader")
-		return
-	}
-	h, err := liveHeap(b.ctx, leader.pprof)
-	if err != nil {
-		b.errorf("other regions: %v", err)
+	h, ok := b.leaderHeap("other regions")
+	if !ok {
 		return
 	}
 	ratio := float64(h) / float64(b.heapSynced)
@@ -411,4 +399,20 @@ func (b *suite) mgmtWindow(d time.Duration) (delta, error) {
 	time.Sleep(d)
 	m1, err := b.mgmtM.read(b.ctx)
 	return diff(m0, m1), err
+}
+
+// leaderHeap is the syncing replica's live heap after GC; ok is false (and the figure's error
+// recorded) when there is no leader or its heap cannot be read.
+func (b *suite) leaderHeap(figure string) (h uint64, ok bool) {
+	leader, _ := b.leader()
+	if leader == nil {
+		b.errorf("%s: no leader", figure)
+		return 0, false
+	}
+	h, err := liveHeap(b.ctx, leader.pprof)
+	if err != nil {
+		b.errorf("%s: %v", figure, err)
+		return 0, false
+	}
+	return h, true
 }

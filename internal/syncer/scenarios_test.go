@@ -4,6 +4,7 @@ package syncer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -242,16 +243,7 @@ func TestLocalDeletedRecreated(t *testing.T) {
 	if err := e.local.Delete(e.ctx, local); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("recreated", func() error {
-		l, err := e.getLocal(ns, "acme")
-		if err != nil {
-			return err
-		}
-		if l.UID == local.UID {
-			return fmt.Errorf("still the old object")
-		}
-		return nil
-	})
+	e.waitReplaced(ns, "acme", local.UID, "recreated")
 	_, local = e.waitSynced(ns, "acme")
 	e.setLocal(ns, "acme", func(o *demov1alpha1.Tenant) { o.Finalizers = append(o.Finalizers, "example.com/slow") })
 	if err := e.local.Delete(e.ctx, local); err != nil {
@@ -262,16 +254,7 @@ func TestLocalDeletedRecreated(t *testing.T) {
 		return err == nil && l.UID != local.UID
 	})
 	e.setLocal(ns, "acme", func(o *demov1alpha1.Tenant) { o.Finalizers = nil })
-	e.eventually("recreated after it was gone", func() error {
-		l, err := e.getLocal(ns, "acme")
-		if err != nil {
-			return err
-		}
-		if l.UID == local.UID {
-			return fmt.Errorf("still the old object")
-		}
-		return nil
-	})
+	e.waitReplaced(ns, "acme", local.UID, "recreated after it was gone")
 }
 
 // An unmarked local object whose remote does not exist is never touched; with adoption refused a
@@ -728,4 +711,19 @@ func TestMissingKindDoesNotStopOthers(t *testing.T) {
 		t.Fatalf("agent exited: %v", err)
 	default:
 	}
+}
+
+// waitReplaced waits until the copy ns/name is an object other than the one with uid.
+func (e *env) waitReplaced(ns, name string, uid types.UID, what string) {
+	e.t.Helper()
+	e.eventually(what, func() error {
+		l, err := e.getLocal(ns, name)
+		if err != nil {
+			return err
+		}
+		if l.UID == uid {
+			return errors.New("still the old object")
+		}
+		return nil
+	})
 }
