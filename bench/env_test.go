@@ -228,12 +228,7 @@ func (e *env) writeAgentConfig(cfg *config.AgentConfig) (string, error) {
 	}
 	cfg.Management.Kubeconfig = kc
 	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(e.dir, cfg.Region+"-agent.yaml")
-	return p, os.WriteFile(p, data, 0o644)
+	return testenv.WriteAgentConfig(filepath.Join(e.dir, cfg.Region+"-agent.yaml"), cfg)
 }
 
 // localKubeconfig is the agent's kubeconfig in the region (its ServiceAccount), written once:

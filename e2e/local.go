@@ -15,7 +15,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/otlpsink"
@@ -150,12 +149,8 @@ func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Clust
 	// The file the Deployment mounts: same configuration, local paths and ports.
 	cfg.Management.Kubeconfig = mgmtKC
 	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
-	data, err := yaml.Marshal(cfg)
+	cfgPath, err := testenv.WriteAgentConfig(filepath.Join(f.Dir, region+"-agent.yaml"), cfg)
 	if err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(f.Dir, region+"-agent.yaml")
-	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
 		return err
 	}
 	if err := f.startOperator(c, region); err != nil {

@@ -4,7 +4,6 @@ package main_test
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,9 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/testenv"
 )
 
 // "agent decommission" as an operator runs it, against a region whose agent ran as a process:
@@ -32,12 +31,8 @@ func TestAgentDecommissionCommand(t *testing.T) {
 	e.tenant("acme", "t0-dce")
 	e.waitLocal(local, "acme", "t0", 30*time.Second)
 
-	data, err := yaml.Marshal(cfg)
+	path, err := testenv.WriteAgentConfig(filepath.Join(t.TempDir(), "dc-east.yaml"), cfg)
 	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "dc-east.yaml")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run := func(extra ...string) (int, string) {

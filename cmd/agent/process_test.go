@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
@@ -140,12 +138,8 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 	p := &proc{name: name, metrics: freeAddr(t), healthz: freeAddr(t)}
 	c := *cfg
 	c.Telemetry.MetricsAddr, c.Telemetry.HealthAddr = p.metrics, p.healthz
-	data, err := yaml.Marshal(&c)
+	path, err := testenv.WriteAgentConfig(filepath.Join(t.TempDir(), name+".yaml"), &c)
 	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), name+".yaml")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, w := io.Pipe()

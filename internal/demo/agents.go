@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
@@ -49,12 +48,8 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 // startAgent writes the region's configuration file and starts bin/agent with it; env adds to
 // the demo's environment (the OTLP endpoint).
 func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig, env []string) (*agentProcess, error) {
-	data, err := yaml.Marshal(cfg)
+	cfgPath, err := testenv.WriteAgentConfig(filepath.Join(dir, "agent.yaml"), cfg)
 	if err != nil {
-		return nil, err
-	}
-	cfgPath := filepath.Join(dir, "agent.yaml")
-	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
 		return nil, err
 	}
 	// POD_NAME is the replica name shown as the Region's leader.

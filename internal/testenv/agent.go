@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/scheme"
@@ -161,4 +163,14 @@ func Tenant(ns, name, display string, mutate ...func(*demov1alpha1.Tenant)) *dem
 		m(t)
 	}
 	return t
+}
+
+// WriteAgentConfig writes cfg as the agent's configuration file path (the YAML a Deployment
+// mounts) and returns path.
+func WriteAgentConfig(path string, cfg *config.AgentConfig) (string, error) {
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("agent configuration %s: %w", path, err)
+	}
+	return path, os.WriteFile(path, data, 0o644)
 }
