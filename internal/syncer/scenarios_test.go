@@ -430,8 +430,9 @@ func (e *env) statusRefusedSpecFlows(ns, name string, replicas int32) {
 		if slices.Contains(reasons, syncer.ReasonStatusRefused) {
 			return nil
 		}
-		l, err := e.getLocal(ns, name)
-		return fmt.Errorf("events so far: %v; local copy: %v, status %+v", reasons, err, l.Status)
+		l, lerr := e.getLocal(ns, name)
+		r, rerr := e.getRemote(ns, name)
+		return fmt.Errorf("events so far: %v; local copy: %v, status %+v; management's status (%v): %+v", reasons, lerr, l.Status, rerr, r.Status)
 	})
 	e.setRemote(ns, name, func(o *demov1alpha1.Tenant) { o.Spec.Replicas = replicas })
 	e.eventually("spec change arrived although the status is refused", func() error {
