@@ -65,14 +65,29 @@ build() {
 	build_tool "$1" "$2" "$3"
 }
 
-# link NAME SOURCE_DIR: use SOURCE_DIR/NAME when it is there and runs.
+# The Kubernetes minor version the tests are written against (1.36); etcd 3.x serves it.
+minor=${KUBE_VERSION#v}
+minor=${minor%.*}
+
+# link NAME SOURCE_DIR: use SOURCE_DIR/NAME when it is there, runs and is of the expected version
+# (Kubernetes $minor.x, etcd 3.x); a binary of another version is named and left alone. A binary
+# built from source without version stamps (it says v0.0.0-master, as this script's builds do) is
+# taken as it is.
 link() {
-	local name=$1 src=$2
+	local name=$1 src=$2 version want
 	[ -x "$dir/$name" ] && return 0
 	[ -n "$src" ] && [ -x "$src/$name" ] && [ "$(cd "$src" && pwd -P)" != "$(cd "$dir" && pwd -P)" ] || return 1
-	"$src/$name" --version >/dev/null 2>&1 || return 1
+	version=$("$src/$name" --version 2>/dev/null | head -n1) || return 1
+	case $name in
+	etcd) want="etcd Version: 3." ;;
+	*) want="Kubernetes v$minor." ;;
+	esac
+	if [[ $version != "$want"* && $version != "Kubernetes v0.0.0-master"* ]]; then
+		log "not using $src/$name: it says '$version', want ${want}x"
+		return 1
+	fi
 	ln -sf "$(cd "$src" && pwd -P)/$name" "$dir/$name"
-	log "using $name from $src"
+	log "using $name from $src ($version)"
 }
 missing() {
 	local out=()
@@ -85,8 +100,6 @@ log "first run on this machine: looking for the control plane for $dir"
 for b in etcd kube-apiserver kube-controller-manager; do link "$b" "${KUBEBUILDER_ASSETS:-}" || true; done
 # 2. An existing setup-envtest store, newest patch of this minor first.
 store=${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s
-minor=${KUBE_VERSION#v}
-minor=${minor%.*}
 if [ -n "$(missing etcd kube-apiserver)" ] && [ -d "$store" ]; then
 	for d in $(ls -d "$store/$minor".*-"$(go env GOOS)-$(go env GOARCH)" 2>/dev/null | sort -rV); do
 		link etcd "$d" || true

@@ -15,6 +15,10 @@ cd "$(dirname "$0")/.."
 
 runs=${SOAK_RUNS:-10}
 hogs=${SOAK_HOG:-1}
+if ! [[ $runs =~ ^[1-9][0-9]*$ ]] || ! [[ $hogs =~ ^[0-9]+$ ]]; then
+	echo "soak: SOAK_RUNS='$runs' must be a whole number from 1, SOAK_HOG='$hogs' one from 0" >&2
+	exit 2
+fi
 dir=${SOAK_DIR:-$(mktemp -d -t regionsync-soak.XXXXXX)}
 mkdir -p "$dir"
 pkgs=("$@")

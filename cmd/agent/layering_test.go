@@ -12,7 +12,7 @@ import (
 func TestProductionLayering(t *testing.T) {
 	const mod = "github.com/regionsync/regionsync/"
 	for pkg, forbidden := range map[string][]string{
-		"../agent": {
+		".": {
 			mod + "api/demo/", mod + "internal/testenv", mod + "internal/demo", mod + "internal/tenantoperator",
 			mod + "internal/otlpsink", mod + "internal/deploy",
 		},

@@ -7,14 +7,7 @@ import "sync"
 type memo[K comparable, V any] struct{ m sync.Map }
 
 // Load returns the value stored for k, if any.
-func (m *memo[K, V]) Load(k K) (V, bool) {
-	v, ok := m.m.Load(k)
-	if !ok {
-		var zero V
-		return zero, false
-	}
-	return v.(V), true
-}
+func (m *memo[K, V]) Load(k K) (V, bool) { return typed[V](m.m.Load(k)) }
 
 // Store sets the value for k.
 func (m *memo[K, V]) Store(k K, v V) { m.m.Store(k, v) }
@@ -26,17 +19,19 @@ func (m *memo[K, V]) LoadOrStore(k K, v V) (V, bool) {
 }
 
 // LoadAndDelete removes k and returns its value, if it had one.
-func (m *memo[K, V]) LoadAndDelete(k K) (V, bool) {
-	v, ok := m.m.LoadAndDelete(k)
-	if !ok {
-		var zero V
-		return zero, false
-	}
-	return v.(V), true
-}
+func (m *memo[K, V]) LoadAndDelete(k K) (V, bool) { return typed[V](m.m.LoadAndDelete(k)) }
 
 // Delete removes k.
 func (m *memo[K, V]) Delete(k K) { m.m.Delete(k) }
 
 // Clear removes every key.
 func (m *memo[K, V]) Clear() { m.m.Clear() }
+
+// typed is what sync.Map returned, as a V (the zero V when there was nothing).
+func typed[V any](v any, ok bool) (V, bool) {
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	return v.(V), true
+}

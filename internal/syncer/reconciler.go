@@ -455,11 +455,10 @@ func (r *Reconciler) rememberCreated(key types.NamespacedName, obj *unstructured
 // ago, or nil: a pass that reads before the local cache shows the create does not create it
 // again (a wasted request answered AlreadyExists).
 func (r *Reconciler) justCreated(key types.NamespacedName) *unstructured.Unstructured {
-	v, ok := r.created.Load(key)
+	c, ok := r.created.Load(key)
 	if !ok {
 		return nil
 	}
-	c := v
 	if time.Since(c.at) > createdMemo {
 		r.created.Delete(key)
 		return nil

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,13 +72,11 @@ func (r *Reconciler) write(ctx context.Context, side, action string, obj client.
 	}
 	start := time.Now()
 	err := fn(ctx)
-	if took := time.Since(start); took > slowWrite || err != nil {
-		log := logr.FromContextOrDiscard(ctx)
-		if err != nil {
-			log.V(1).Info("write failed", "action", action, "cluster", side, "took", took.String(), "error", err.Error())
-		} else {
-			log.Info("slow write", "action", action, "cluster", side, "took", took.String())
-		}
+	switch took := time.Since(start); {
+	case err != nil && !apierrors.IsConflict(err): // a conflict is routine, and Reconcile logs it
+		logr.FromContextOrDiscard(ctx).V(1).Info("write failed", "action", action, "cluster", side, "took", took.String(), "error", err.Error())
+	case took > slowWrite:
+		logr.FromContextOrDiscard(ctx).Info("slow write", "action", action, "cluster", side, "took", took.String(), "failed", err != nil)
 	}
 	if err != nil && r.Tracer != nil {
 		span := trace.SpanFromContext(ctx)

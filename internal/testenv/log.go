@@ -21,18 +21,28 @@ import (
 const logKeep = 20000
 
 // TestLog is the log of the agents a test runs in-process: every line they write (at the
-// verbosity of REGIONSYNC_TEST_LOG_V, default 2: every pass, its writes and its outcome), timestamped, kept in
-// memory and printed with the test's output when the test fails. A flaky failure is then read
+// verbosity of REGIONSYNC_TEST_LOG_V, default 2: every pass, its writes and its outcome),
+// timestamped, kept in memory and printed with the test's output when the test fails. A flaky failure is then read
 // from the run that failed, not reproduced by guesswork.
 type TestLog struct {
-	mu      sync.Mutex
-	lines   []string
-	dropped int
+	verbosity int
+	mu        sync.Mutex
+	lines     []string
+	dropped   int
 }
 
-// NewTestLog returns a log that is printed (its last lines) when tb fails.
+// NewTestLog returns a log that is printed (its last lines) when tb fails. A
+// REGIONSYNC_TEST_LOG_V that is not a number fails tb.
 func NewTestLog(tb testing.TB) *TestLog {
-	l := &TestLog{}
+	tb.Helper()
+	l := &TestLog{verbosity: 2}
+	if s := os.Getenv("REGIONSYNC_TEST_LOG_V"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			tb.Fatalf("REGIONSYNC_TEST_LOG_V=%q: want a verbosity, a whole number from 0", s)
+		}
+		l.verbosity = v
+	}
 	tb.Cleanup(func() {
 		if tb.Failed() || os.Getenv("REGIONSYNC_TEST_LOG") != "" {
 			tb.Log(l.String())
@@ -43,20 +53,9 @@ func NewTestLog(tb testing.TB) *TestLog {
 
 // Logger returns a logger writing to l under name.
 func (l *TestLog) Logger(name string) logr.Logger {
-	v := 2
-	if s := os.Getenv("REGIONSYNC_TEST_LOG_V"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil {
-			v = n
-		}
-	}
 	return funcr.New(func(prefix, args string) {
 		l.add(time.Now().Format("15:04:05.000") + " " + prefix + " " + args)
-	}, funcr.Options{Verbosity: v, LogCaller: funcr.None}).WithName(name)
-}
-
-// Printf adds a line written by the test itself (what it did, for the reader of a failure).
-func (l *TestLog) Printf(format string, args ...any) {
-	l.add(time.Now().Format("15:04:05.000") + " test: " + fmt.Sprintf(format, args...))
+	}, funcr.Options{Verbosity: l.verbosity, LogCaller: funcr.None}).WithName(name)
 }
 
 func (l *TestLog) add(line string) {

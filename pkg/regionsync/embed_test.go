@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -100,7 +99,13 @@ func (l *requestLog) count(match func(method, path, query string) bool) int {
 func (l *requestLog) notFoundCount(method, path string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(slices.DeleteFunc(slices.Clone(l.notFound), func(r string) bool { return r != method+" "+path }))
+	n := 0
+	for _, r := range l.notFound {
+		if r == method+" "+path {
+			n++
+		}
+	}
+	return n
 }
 
 // tenantWatches counts watches of Tenants.
