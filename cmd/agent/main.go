@@ -82,10 +82,7 @@ func run(ctx context.Context, cfg *config.AgentConfig, pprofAddr string) error {
 	if err != nil {
 		return err
 	}
-	opts, err := regionsync.OptionsFromConfig(cfg, management)
-	if err != nil {
-		return err
-	}
+	opts := regionsync.OptionsFromConfig(cfg, management)
 	log := ctrl.Log.WithName("agent").WithValues("region", cfg.Region)
 	opts.Logger, opts.Version = log, Version
 	tp, shutdown, err := tracer.NewTracerProvider(ctx, cfg.Telemetry.Tracing, tracer.Identity{
@@ -197,10 +194,7 @@ func decommission(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fail(err)
 	}
-	opts, err := regionsync.OptionsFromConfig(cfg, management)
-	if err != nil {
-		return fail(err)
-	}
+	opts := regionsync.OptionsFromConfig(cfg, management)
 	var local client.Client
 	if !*withoutRegion {
 		rc, err := ctrl.GetConfig()

@@ -28,12 +28,3 @@ func ListGVK(gvk schema.GroupVersionKind) schema.GroupVersionKind {
 func GVK(r config.ResourceConfig) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
 }
-
-// GVKs returns the configured kinds.
-func GVKs(cfg *config.AgentConfig) []schema.GroupVersionKind {
-	out := make([]schema.GroupVersionKind, len(cfg.Resources))
-	for i, r := range cfg.Resources {
-		out[i] = GVK(r)
-	}
-	return out
-}

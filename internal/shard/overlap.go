@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -23,17 +24,18 @@ type Definition struct {
 	Kinds                 []string `json:"kinds"`
 }
 
-// DefinitionOf is the shard definition of a configuration; kinds are dotted ("Tenant.demo.regionsync.dev").
-func DefinitionOf(cfg *config.AgentConfig) Definition {
+// DefinitionOf is the definition of region's shard s over kinds; kinds are recorded dotted
+// ("Tenant.demo.regionsync.dev").
+func DefinitionOf(region string, s config.ShardConfig, kinds []schema.GroupVersionKind) Definition {
 	d := Definition{
-		Region:                cfg.Region,
-		NamespacePrefix:       cfg.Shard.NamespacePrefix,
-		RemoteNamespaceSuffix: cfg.Shard.RemoteNamespaceSuffix,
-		RemoteResourceSuffix:  cfg.Shard.RemoteResourceSuffix,
-		LabelSelector:         cfg.Shard.LabelSelector,
+		Region:                region,
+		NamespacePrefix:       s.NamespacePrefix,
+		RemoteNamespaceSuffix: s.RemoteNamespaceSuffix,
+		RemoteResourceSuffix:  s.RemoteResourceSuffix,
+		LabelSelector:         s.LabelSelector,
 	}
-	for _, r := range cfg.Resources {
-		d.Kinds = append(d.Kinds, KindName(GVK(r)))
+	for _, gvk := range kinds {
+		d.Kinds = append(d.Kinds, KindName(gvk))
 	}
 	slices.Sort(d.Kinds)
 	return d

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,22 +15,20 @@ import (
 
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/compact"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // LocalCacheOptions are the local manager's cache options: the managed kinds are cached only
 // when they carry this region's mark, so the agent's memory does not grow with unrelated objects.
 // Namespaces and unmarked objects are read directly, on the create path only. Unstructured
 // objects of the compacted kinds are held compacted (compact.Transform).
-func LocalCacheOptions(cfg *config.AgentConfig, compacted []schema.GroupVersionKind) cache.Options {
-	keys := shard.NewKeys(cfg.AnnotationDomain)
-	resync := cfg.ResyncPeriod.Duration
+func LocalCacheOptions(region, annotationDomain string, resync time.Duration, compacted []schema.GroupVersionKind) cache.Options {
+	keys := shard.NewKeys(annotationDomain)
 	// A default selector rather than one per kind: the cache then needs no REST mapping at
 	// construction, so a kind whose CRD is missing cannot stop the agent from starting. The
 	// manager's cache holds only the managed kinds (namespaces are read directly, secrets have
 	// caches of their own).
 	return cache.Options{
-		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{keys.Region: cfg.Region}),
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{keys.Region: region}),
 		DefaultTransform:     compact.Transform(compacted),
 		SyncPeriod:           &resync,
 	}
@@ -61,7 +60,7 @@ func (standbyCache) NeedLeaderElection() bool { return false }
 
 // addSecretCaches adds to mgr one small cache per local secret name of cfg, selected by field
 // (the agent never caches other Secrets), started on every replica.
-func addSecretCaches(mgr manager.Manager, cfg *config.AgentConfig) (map[string]cache.Cache, error) {
+func addSecretCaches(mgr manager.Manager, cfg *Settings) (map[string]cache.Cache, error) {
 	caches := map[string]cache.Cache{}
 	for _, res := range cfg.Resources {
 		for _, name := range res.Secrets {

@@ -26,7 +26,6 @@ import (
 
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/syncer/lowfeed"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -354,7 +353,6 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 	for _, name := range res.Secrets {
 		secrets[name] = e.secretCaches[name]
 	}
-	deletionBudget := budget.Budget{MaxFraction: *e.cfg.DeletionBudget.MaxFraction, MinObjects: *e.cfg.DeletionBudget.MinObjects, Window: e.cfg.DeletionBudget.Window.Duration}
 	r := &Reconciler{
 		Resource:            res,
 		GVK:                 gvk,
@@ -368,17 +366,17 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		Secrets:             secrets,
 		ManagedKinds:        e.gvks,
 		KindAvailable:       e.kindAvailable,
-		ProtectedNamespaces: ProtectedNamespaces(e.cfg),
+		ProtectedNamespaces: e.cfg.ProtectedNamespaces(),
 		LocalEvents:         e.localEvents,
 		RemoteEvents:        e.remoteEvents,
-		SecretRecheck:       e.cfg.ResyncPeriod.Duration,
+		SecretRecheck:       e.cfg.ResyncPeriod,
 		Log:                 e.log.WithValues("resource", shard.KindName(gvk)),
 		states:              newStateTracker(shard.KindName(gvk)),
 		fights:              fight.NewTracker(),
 		Tracer:              e.tracer,
 		available:           make(chan struct{}),
 	}
-	r.Budget = r.newBudget(deletionBudget)
+	r.Budget = r.newBudget(e.cfg.DeletionBudget)
 	return r
 }
 

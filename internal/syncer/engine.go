@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // EventSource is the reporting controller of the agent's Kubernetes Events.
@@ -35,7 +33,7 @@ const EventSource = "regionsync-agent"
 // RunControllers, which the leader calls while it holds the region's shard claim; without a
 // controller the handlers enqueue nothing, and nothing is written to either cluster.
 type Engine struct {
-	cfg          *config.AgentConfig
+	cfg          *Settings
 	mgr          manager.Manager
 	remoteConfig *rest.Config
 	keys         shard.Keys
@@ -69,16 +67,10 @@ type Engine struct {
 	localEvents, remoteEvents *eventRecorder
 }
 
-// ProtectedNamespaces are the local namespaces of cfg's namespace scope: the system namespaces,
-// the agent's own (its leader-election namespace) and the configured exclusions.
-func ProtectedNamespaces(cfg *config.AgentConfig) sets.Set[string] {
-	return sets.New(cfg.ProtectedNamespaces()...)
-}
-
 // Params are what NewEngine needs.
 type Params struct {
-	// Config is the validated, defaulted configuration.
-	Config *config.AgentConfig
+	// Settings are the complete, valid configuration.
+	Settings *Settings
 	// Manager is the local (host) manager; its cache may be filtered (LocalCacheOptions) or not.
 	Manager manager.Manager
 	// Management is the management cluster's client config.
@@ -93,7 +85,7 @@ type Params struct {
 // NewEngine builds the engine and adds it, and the caches of the configured local secrets, to
 // the local manager.
 func NewEngine(p Params) (*Engine, error) {
-	cfg, mgr := p.Config, p.Manager
+	cfg, mgr := p.Settings, p.Manager
 	mapper, err := shard.NewMapper(cfg.Shard)
 	if err != nil {
 		return nil, err
@@ -104,7 +96,7 @@ func NewEngine(p Params) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, mgr: mgr, remoteConfig: p.Management, log: p.Log,
-		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: shard.GVKs(cfg),
+		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: cfg.GVKs(),
 		sessionReady: make(chan struct{}), tracer: p.Tracer,
 		typed: p.Typed, local: local,
 	}
@@ -116,10 +108,10 @@ func NewEngine(p Params) (*Engine, error) {
 		return nil, fmt.Errorf("local events: %w", err)
 	}
 	localEvents := e.localEvents
-	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.LeaderElection.Namespace, Name: IdentityRecordName(cfg.Region)}}
+	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.FleetNamespace, Name: IdentityRecordName(cfg.Region)}}
 	e.identity = &identityPin{
 		mgmt: mgmt, local: mgr.GetClient(), reader: mgr.GetAPIReader(), record: client.ObjectKeyFromObject(record),
-		confirmed: cfg.Management.ClusterID,
+		confirmed: cfg.ClusterID,
 		events: func(eventType, reason, note string) {
 			localEvents.Eventf(record, nil, eventType, reason, "VerifyManagement", "%s", note)
 		},

@@ -280,13 +280,11 @@ func (e *env) start() {
 // whose cache holds only the copies, and the public package.
 // The returned function flushes the tracer provider it built, if any.
 func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.TracerProvider, log logr.Logger) (*regionsync.Syncer, ctrl.Manager, func(context.Context) error, error) {
-	opts, err := regionsync.OptionsFromConfig(cfg, remote)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+	opts := regionsync.OptionsFromConfig(cfg, remote)
 	opts.TracerProvider = tp
 	opts.Logger = log.WithName("regionsync")
 	shutdown := func(context.Context) error { return nil }
+	var err error
 	if tp == nil { // as cmd/agent does: the exporter the configuration asks for
 		if opts.TracerProvider, shutdown, err = tracer.NewTracerProvider(context.Background(), cfg.Telemetry.Tracing, tracer.Identity{
 			Version: "test", Region: cfg.Region, ClusterName: cfg.Region,

@@ -125,7 +125,7 @@ func (e *Engine) waitForManagement(ctx context.Context, disc discovery.Discovery
 // newRemoteCluster builds the management cluster.Cluster, whose cache holds the configured kinds
 // filtered server-side by the shard's label selector.
 func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
-	resync := e.cfg.ResyncPeriod.Duration
+	resync := e.cfg.ResyncPeriod
 	opts := cache.Options{DefaultTransform: compact.Transform(e.gvks), SyncPeriod: &resync}
 	if !e.mapper.Selector().Empty() {
 		// Server-side: objects outside the selector are never sent to the agent. The cache

@@ -194,31 +194,17 @@ func Validate(c *AgentConfig) error {
 	if c.Kind != Kind {
 		errs = append(errs, field.Invalid(field.NewPath("kind"), c.Kind, "must be "+Kind))
 	}
-	errs = append(errs, validateDNSLabel(field.NewPath("region"), c.Region)...)
-	dp := field.NewPath("annotationDomain")
-	for _, m := range validation.IsDNS1123Subdomain(c.AnnotationDomain) {
-		errs = append(errs, field.Invalid(dp, c.AnnotationDomain, m))
-	}
+	errs = append(errs, ValidateDNSLabel(field.NewPath("region"), c.Region)...)
+	errs = append(errs, ValidateAnnotationDomain(field.NewPath("annotationDomain"), c.AnnotationDomain)...)
 	errs = append(errs, validateManagement(field.NewPath(managementField), &c.Management)...)
-	errs = append(errs, validateShard(field.NewPath("shard"), &c.Shard)...)
-	errs = append(errs, validateResources(field.NewPath("resources"), c.Resources)...)
+	errs = append(errs, ValidateShard(field.NewPath("shard"), &c.Shard)...)
+	errs = append(errs, ValidateResources(field.NewPath("resources"), c.Resources)...)
 	errs = append(errs, validateLeaderElection(field.NewPath(leaderElectionField), &c.LeaderElection)...)
-
-	bp := field.NewPath("deletionBudget")
 	// Validate reads a defaulted configuration; one that skipped Default is told so, field by
 	// field, instead of crashing.
-	if f := ptr.Deref(c.DeletionBudget.MaxFraction, -1); !(f > 0 && f <= 1) {
-		errs = append(errs, field.Invalid(bp.Child("maxFraction"), f, "must be greater than 0 and at most 1"))
-	}
-	if n := ptr.Deref(c.DeletionBudget.MinObjects, -1); n < 0 {
-		errs = append(errs, field.Invalid(bp.Child("minObjects"), n, "must not be negative"))
-	}
-	if w := c.DeletionBudget.Window.Duration; w < time.Second {
-		errs = append(errs, field.Invalid(bp.Child("window"), w.String(), "must be at least 1s"))
-	}
-	if c.ResyncPeriod.Duration < 10*time.Second {
-		errs = append(errs, field.Invalid(field.NewPath("resyncPeriod"), c.ResyncPeriod.Duration.String(), "must be at least 10s"))
-	}
+	b := c.DeletionBudget
+	errs = append(errs, ValidateDeletionBudget(field.NewPath("deletionBudget"), ptr.Deref(b.MaxFraction, -1), ptr.Deref(b.MinObjects, -1), b.Window.Duration)...)
+	errs = append(errs, ValidateResyncPeriod(field.NewPath("resyncPeriod"), c.ResyncPeriod.Duration)...)
 	errs = append(errs, validateTelemetry(field.NewPath("telemetry"), &c.Telemetry)...)
 	if len(errs) == 0 {
 		return nil
@@ -243,7 +229,11 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("%d invalid fields:\n  %s", len(lines), strings.Join(lines, "\n  "))
 }
 
-func validateDNSLabel(p *field.Path, v string) field.ErrorList {
+// The rules below are the configuration's, one function each; Validate applies them to a file and
+// pkg/regionsync to its Options, each naming the field in its caller's terms (p).
+
+// ValidateDNSLabel requires v to be a DNS label (RFC 1123): a region, a namespace.
+func ValidateDNSLabel(p *field.Path, v string) field.ErrorList {
 	if v == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
@@ -254,29 +244,77 @@ func validateDNSLabel(p *field.Path, v string) field.ErrorList {
 	return errs
 }
 
+// ValidateAnnotationDomain requires a DNS subdomain.
+func ValidateAnnotationDomain(p *field.Path, v string) field.ErrorList {
+	var errs field.ErrorList
+	for _, m := range validation.IsDNS1123Subdomain(v) {
+		errs = append(errs, field.Invalid(p, v, m))
+	}
+	return errs
+}
+
+// ValidateClusterID accepts empty or the UID of a kube-system namespace.
+func ValidateClusterID(p *field.Path, v string) field.ErrorList {
+	if v != "" && !clusterIDPattern.MatchString(v) {
+		return field.ErrorList{field.Invalid(p, v,
+			"must be the UID of the management cluster's kube-system namespace (kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')")}
+	}
+	return nil
+}
+
+// ValidateDeletionBudget checks the deletion budget's limits (p is the budget).
+func ValidateDeletionBudget(p *field.Path, maxFraction float64, minObjects int, window time.Duration) field.ErrorList {
+	var errs field.ErrorList
+	if !(maxFraction > 0 && maxFraction <= 1) {
+		errs = append(errs, field.Invalid(p.Child("maxFraction"), maxFraction, "must be greater than 0 and at most 1"))
+	}
+	if minObjects < 0 {
+		errs = append(errs, field.Invalid(p.Child("minObjects"), minObjects, "must not be negative"))
+	}
+	if window < time.Second {
+		errs = append(errs, field.Invalid(p.Child("window"), window.String(), "must be at least 1s"))
+	}
+	return errs
+}
+
+// ValidateResyncPeriod requires at least 10s.
+func ValidateResyncPeriod(p *field.Path, d time.Duration) field.ErrorList {
+	if d < 10*time.Second {
+		return field.ErrorList{field.Invalid(p, d.String(), "must be at least 10s")}
+	}
+	return nil
+}
+
+// ValidateHeartbeatInterval requires 1s to 10m.
+func ValidateHeartbeatInterval(p *field.Path, d time.Duration) field.ErrorList {
+	if d < time.Second || d > 10*time.Minute {
+		return field.ErrorList{field.Invalid(p, d.String(), "must be between 1s and 10m")}
+	}
+	return nil
+}
+
 func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
 	var errs field.ErrorList
 	if m.Kubeconfig == "" {
 		errs = append(errs, field.Required(p.Child("kubeconfig"), "the management cluster's kubeconfig file"))
 	}
-	errs = append(errs, validateDNSLabel(p.Child("namespace"), m.Namespace)...)
+	errs = append(errs, ValidateDNSLabel(p.Child("namespace"), m.Namespace)...)
 	if m.QPS < 0 {
 		errs = append(errs, field.Invalid(p.Child("qps"), m.QPS, "must not be negative"))
 	}
 	if m.Burst < 0 {
 		errs = append(errs, field.Invalid(p.Child("burst"), m.Burst, "must not be negative"))
 	}
-	if m.ClusterID != "" && !clusterIDPattern.MatchString(m.ClusterID) {
-		errs = append(errs, field.Invalid(p.Child("clusterID"), m.ClusterID,
-			"must be the UID of the management cluster's kube-system namespace (kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')"))
-	}
-	return append(errs, validateLeaseTimings(p.Child(claimField), m.Claim)...)
+	errs = append(errs, ValidateClusterID(p.Child("clusterID"), m.ClusterID)...)
+	c := m.Claim
+	return append(errs, ValidateLeaseTimings(p.Child(claimField), c.LeaseDuration.Duration, c.RenewDeadline.Duration, c.RetryPeriod.Duration)...)
 }
 
 // clusterIDPattern is a Kubernetes UID (an RFC 4122 UUID).
 var clusterIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-func validateShard(p *field.Path, s *ShardConfig) field.ErrorList {
+// ValidateShard checks the shard definition: the pieces of mapped names, the selector, the exclusions.
+func ValidateShard(p *field.Path, s *ShardConfig) field.ErrorList {
 	var errs field.ErrorList
 	piece := func(name, v string, re *regexp.Regexp, maxLen int, what string) {
 		fp := p.Child(name)
@@ -310,7 +348,7 @@ func validateShard(p *field.Path, s *ShardConfig) field.ErrorList {
 	seen := sets.New[string]()
 	for i, ns := range s.ExcludedNamespaces {
 		ep := p.Child("excludedNamespaces").Index(i)
-		errs = append(errs, validateDNSLabel(ep, ns)...)
+		errs = append(errs, ValidateDNSLabel(ep, ns)...)
 		if seen.Has(ns) {
 			errs = append(errs, field.Duplicate(ep, ns))
 		}
@@ -319,7 +357,8 @@ func validateShard(p *field.Path, s *ShardConfig) field.ErrorList {
 	return errs
 }
 
-func validateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
+// ValidateResources checks the kinds to sync (defaulted): at least one, each once, each allowed.
+func ValidateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
 	var errs field.ErrorList
 	if len(rs) == 0 {
 		return field.ErrorList{field.Required(p, "at least one resource kind to sync")}
@@ -379,14 +418,14 @@ func validateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
 }
 
 func validateLeaderElection(p *field.Path, le *LeaderElectionConfig) field.ErrorList {
-	errs := validateDNSLabel(p.Child("namespace"), le.Namespace)
-	return append(errs, validateLeaseTimings(p, LeaseTimings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod})...)
+	errs := ValidateDNSLabel(p.Child("namespace"), le.Namespace)
+	return append(errs, ValidateLeaseTimings(p, le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration)...)
 }
 
-// validateLeaseTimings checks what client-go's leader election requires of the three durations.
-func validateLeaseTimings(p *field.Path, t LeaseTimings) field.ErrorList {
+// ValidateLeaseTimings checks what client-go's leader election requires of the three durations
+// (p holds leaseDuration, renewDeadline and retryPeriod).
+func ValidateLeaseTimings(p *field.Path, lease, renew, retry time.Duration) field.ErrorList {
 	var errs field.ErrorList
-	lease, renew, retry := t.LeaseDuration.Duration, t.RenewDeadline.Duration, t.RetryPeriod.Duration
 	if lease <= renew {
 		errs = append(errs, field.Invalid(p.Child("leaseDuration"), lease.String(), "must be greater than "+p.Child("renewDeadline").String()))
 	}
@@ -410,9 +449,7 @@ func validateTelemetry(p *field.Path, t *TelemetryConfig) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child(a.name), a.v, err.Error()))
 		}
 	}
-	if hb := t.HeartbeatInterval.Duration; hb < time.Second || hb > 10*time.Minute {
-		errs = append(errs, field.Invalid(p.Child("heartbeatInterval"), hb.String(), "must be between 1s and 10m"))
-	}
+	errs = append(errs, ValidateHeartbeatInterval(p.Child("heartbeatInterval"), t.HeartbeatInterval.Duration)...)
 	tp := p.Child("tracing")
 	if r := ptr.Deref(t.Tracing.SamplingRatio, -1); r < 0 || r > 1 {
 		errs = append(errs, field.Invalid(tp.Child("samplingRatio"), r, "must be between 0 and 1"))

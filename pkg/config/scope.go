@@ -20,18 +20,24 @@ var SystemNamespaces = []string{"default", "kube-node-lease", "kube-public", "ku
 // leave alone: SystemNamespaces, the leader-election namespace (where the agent runs) and
 // shard.excludedNamespaces. The management namespace is on another cluster and not included.
 func (c *AgentConfig) ProtectedNamespaces() []string {
-	out := slices.Clone(SystemNamespaces)
-	if c.LeaderElection.Namespace != "" {
-		out = append(out, c.LeaderElection.Namespace)
-	}
-	out = append(out, c.Shard.ExcludedNamespaces...)
-	slices.Sort(out)
-	return slices.Compact(out)
+	return ProtectedNamespaces(c.LeaderElection.Namespace, c.Shard.ExcludedNamespaces)
 }
 
 // IsProtectedNamespace reports whether ns is one of ProtectedNamespaces.
 func (c *AgentConfig) IsProtectedNamespace(ns string) bool {
 	return slices.Contains(c.ProtectedNamespaces(), ns)
+}
+
+// ProtectedNamespaces lists, sorted and without duplicates, SystemNamespaces, the fleet's own
+// namespace (where the agent runs; empty: none) and the excluded namespaces.
+func ProtectedNamespaces(fleetNamespace string, excluded []string) []string {
+	out := slices.Clone(SystemNamespaces)
+	if fleetNamespace != "" {
+		out = append(out, fleetNamespace)
+	}
+	out = append(out, excluded...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // deniedKinds can never be synced: they are cluster-scoped or carry credentials themselves.

@@ -25,6 +25,7 @@ import (
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
+	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -113,7 +114,7 @@ func Decommission(ctx context.Context, opts Options, local client.Client, d Deco
 	if local != nil {
 		sch = local.Scheme()
 	}
-	cfg, _, err := opts.agentConfig(sch)
+	cfg, _, err := opts.complete(sch)
 	if err != nil {
 		return report, err
 	}
@@ -145,7 +146,7 @@ func Decommission(ctx context.Context, opts Options, local client.Client, d Deco
 		report.LeaseHolder = holder
 		if live && !d.Force {
 			return report, fmt.Errorf("%w: Lease %s/%s is held by %s and has not expired; stop the region's agents first (or force)",
-				ErrShardHeld, cfg.Management.Namespace, claim.LeaseName(cfg.Region), holder)
+				ErrShardHeld, cfg.ManagementNamespace, claim.LeaseName(cfg.Region), holder)
 		}
 	}
 	var targets []*target
@@ -186,7 +187,7 @@ func Decommission(ctx context.Context, opts Options, local client.Client, d Deco
 
 // decommissioner holds what one Decommission run reads and writes.
 type decommissioner struct {
-	cfg    *config.AgentConfig
+	cfg    *syncer.Settings
 	d      DecommissionOptions
 	keys   shard.Keys
 	mapper *shard.Mapper
@@ -326,7 +327,7 @@ func (dc *decommissioner) inOwnShard(o *unstructured.Unstructured) bool {
 func (dc *decommissioner) otherShardOf(ctx context.Context, t *target) (string, error) {
 	if dc.others == nil {
 		leases := &coordinationv1.LeaseList{}
-		if err := dc.remote.List(ctx, leases, client.InNamespace(dc.cfg.Management.Namespace), client.MatchingLabels{claim.LeaseLabel: "true"}); err != nil {
+		if err := dc.remote.List(ctx, leases, client.InNamespace(dc.cfg.ManagementNamespace), client.MatchingLabels{claim.LeaseLabel: "true"}); err != nil {
 			return "", fmt.Errorf("listing shard Leases on management: %w", err)
 		}
 		var defs []shard.Definition
@@ -538,7 +539,7 @@ func (dc *decommissioner) release(ctx context.Context, t *target) error {
 // lease not expired). A Lease released on a graceful shutdown has no holder.
 func (dc *decommissioner) leaseHolder(ctx context.Context) (string, bool, error) {
 	l := &coordinationv1.Lease{}
-	err := dc.remote.Get(ctx, types.NamespacedName{Namespace: dc.cfg.Management.Namespace, Name: claim.LeaseName(dc.cfg.Region)}, l)
+	err := dc.remote.Get(ctx, types.NamespacedName{Namespace: dc.cfg.ManagementNamespace, Name: claim.LeaseName(dc.cfg.Region)}, l)
 	if apierrors.IsNotFound(err) {
 		return "", false, nil
 	}
@@ -552,7 +553,7 @@ func (dc *decommissioner) leaseHolder(ctx context.Context) (string, bool, error)
 // deleteLease deletes the region's shard Lease, checking again that no live replica took it
 // meanwhile; the delete carries the read UID and resourceVersion.
 func (dc *decommissioner) deleteLease(ctx context.Context) error {
-	key := types.NamespacedName{Namespace: dc.cfg.Management.Namespace, Name: claim.LeaseName(dc.cfg.Region)}
+	key := types.NamespacedName{Namespace: dc.cfg.ManagementNamespace, Name: claim.LeaseName(dc.cfg.Region)}
 	l := &coordinationv1.Lease{}
 	if err := dc.remote.Get(ctx, key, l); err != nil {
 		if apierrors.IsNotFound(err) {

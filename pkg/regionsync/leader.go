@@ -18,17 +18,15 @@ import (
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // fleetLeader is the leader-only part of the agent: it claims the region's shard on management,
 // publishes the Region status while it holds the claim, and runs the controllers while the claim
 // is held and no other live shard overlaps.
 type fleetLeader struct {
-	cfg     *config.AgentConfig
+	cfg     *syncer.Settings
 	mgr     manager.Manager
 	engine  *syncer.Engine
 	mgmt    kubernetes.Interface
@@ -42,7 +40,7 @@ type fleetLeader struct {
 	claimer  atomic.Pointer[claim.Claimer]
 }
 
-func newFleetLeader(cfg *config.AgentConfig, mgr manager.Manager, engine *syncer.Engine, remote *rest.Config, scope ClaimScope, version string, log logr.Logger) (*fleetLeader, error) {
+func newFleetLeader(cfg *syncer.Settings, mgr manager.Manager, engine *syncer.Engine, remote *rest.Config, scope ClaimScope, version string, log logr.Logger) (*fleetLeader, error) {
 	mgmt, err := kubernetes.NewForConfig(remote)
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
@@ -69,7 +67,7 @@ func replicaName() string {
 // election never write together.
 func (l *fleetLeader) identity(clusterID string) string {
 	if l.scope == ClaimPerFleet {
-		return fmt.Sprintf("%s/%s@%s", l.cfg.Region, l.cfg.LeaderElection.Namespace, clusterID)
+		return fmt.Sprintf("%s/%s@%s", l.cfg.Region, l.cfg.FleetNamespace, clusterID)
 	}
 	return fmt.Sprintf("%s/%s_%s@%s", l.cfg.Region, l.holder, l.instance, clusterID)
 }
@@ -110,17 +108,17 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	timings := l.cfg.Management.Claim
-	def := shard.DefinitionOf(l.cfg)
+	timings := l.cfg.Claim
+	def := l.cfg.Definition()
 	c := &claim.Claimer{
 		Client:        l.mgmt,
-		Namespace:     l.cfg.Management.Namespace,
+		Namespace:     l.cfg.ManagementNamespace,
 		Def:           def,
 		Identity:      l.identity(clusterID),
 		Holder:        l.holder,
-		LeaseDuration: timings.LeaseDuration.Duration,
-		RenewDeadline: timings.RenewDeadline.Duration,
-		RetryPeriod:   timings.RetryPeriod.Duration,
+		LeaseDuration: timings.LeaseDuration,
+		RenewDeadline: timings.RenewDeadline,
+		RetryPeriod:   timings.RetryPeriod,
 		Log:           l.log,
 		// The engine opens its write gate for as long as ctx lasts and closes it the moment
 		// the claim is lost; its controllers run only as long.
@@ -138,7 +136,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 			Stats:         func() []health.KindStats { return kindStats(l.engine.Stats()) },
 			FirstPassDone: func() bool { return l.engine.FirstPassDone(ctx) },
 		},
-		Refresh: l.cfg.Telemetry.HeartbeatInterval.Duration,
+		Refresh: l.cfg.HeartbeatInterval,
 		Log:     l.log.WithName("region"),
 	}
 	c.WhileHeld = reporter.Run

@@ -1,8 +1,10 @@
 package regionsync
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -11,16 +13,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// Sentinel errors. Errors returned by New and OptionsFromConfig wrap one of them, so a host can
+// Sentinel errors. Errors returned by New and Decommission wrap one of them, so a host can
 // tell a configuration mistake from a failure of its cluster.
 var (
 	// ErrInvalidOptions: the Options (or the configuration they came from) are invalid; the
@@ -191,13 +196,11 @@ type Claim struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
-// OptionsFromConfig turns an agent configuration file (config.Load) into Options for the
-// management cluster at management; the agent binary uses it. Its kinds are unstructured and its
-// claim is per fleet (the binary always runs with leader election among its replicas).
-func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Options, error) {
-	if err := config.Validate(cfg); err != nil {
-		return Options{}, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-	}
+// OptionsFromConfig turns an agent configuration file (config.Load, which validated it) into
+// Options for the management cluster at management; the agent binary uses it. Its kinds are
+// unstructured and its claim is per fleet (the binary always runs with leader election among its
+// replicas). The fields map one to one; New applies the defaults and validates, as for any host.
+func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) Options {
 	o := Options{
 		Region:           cfg.Region,
 		AnnotationDomain: cfg.AnnotationDomain,
@@ -229,33 +232,57 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) (Option
 			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,
 		})
 	}
-	return o, nil
+	return o
 }
 
-// agentConfig builds the engine's configuration from o: defaulted, validated (errors name the
-// configuration field), with the kinds that are typed in scheme.
-func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[schema.GroupVersionKind]bool, error) {
-	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+// withDefaults returns o with every unset field at its default: the one place the library's
+// defaults are applied (their values are pkg/config's, documented with the configuration file).
+func (o Options) withDefaults() Options {
+	o.AnnotationDomain = cmp.Or(o.AnnotationDomain, config.DefaultAnnotationDomain)
+	o.Management.Namespace = cmp.Or(o.Management.Namespace, config.DefaultManagementNamespace)
+	o.Claim.Scope = cmp.Or(o.Claim.Scope, ClaimPerReplica)
+	o.Claim.FleetNamespace = cmp.Or(o.Claim.FleetNamespace, config.DefaultLeaderNamespace)
+	o.Claim.LeaseDuration = cmp.Or(o.Claim.LeaseDuration, config.DefaultClaimLeaseDuration)
+	o.Claim.RenewDeadline = cmp.Or(o.Claim.RenewDeadline, config.DefaultClaimRenewDeadline)
+	o.Claim.RetryPeriod = cmp.Or(o.Claim.RetryPeriod, config.DefaultClaimRetryPeriod)
+	o.DeletionBudget.MaxFraction = cmp.Or(o.DeletionBudget.MaxFraction, config.DefaultDeletionMaxFraction)
+	if o.DeletionBudget.MinObjects == nil {
+		o.DeletionBudget.MinObjects = ptr.To(config.DefaultDeletionMinObjects)
 	}
+	o.DeletionBudget.Window = cmp.Or(o.DeletionBudget.Window, config.DefaultDeletionWindow)
+	o.ResyncPeriod = cmp.Or(o.ResyncPeriod, config.DefaultResyncPeriod)
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, config.DefaultHeartbeatInterval)
+	o.Version = cmp.Or(o.Version, "dev")
+	o.Resources = slices.Clone(o.Resources)
+	for i := range o.Resources {
+		r := &o.Resources[i]
+		r.Strategy = cmp.Or(r.Strategy, StrategyReplace)
+		r.Adoption = cmp.Or(r.Adoption, AdoptionRefuse) // a management user must not take over what the region made
+		r.DeletePropagation = cmp.Or(r.DeletePropagation, metav1.DeletePropagationForeground)
+		r.Concurrency = cmp.Or(r.Concurrency, config.DefaultConcurrency)
+	}
+	return o
+}
+
+// complete applies the defaults and validates, once, and returns the engine's settings and the
+// kinds that are typed in scheme. Errors wrap ErrInvalidOptions and name every invalid field as
+// the configuration file does where Options mirror it ("shard.remoteResourceSuffix",
+// "resources[1].strategy"), else by its Options name ("claim.leaseDuration",
+// "heartbeatInterval").
+func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.GroupVersionKind]bool, error) {
+	o = o.withDefaults()
+	var errs field.ErrorList
 	if o.Management.Config == nil {
-		return nil, nil, invalid("Management.Config: required")
+		errs = append(errs, field.Required(field.NewPath("management", "config"), "the management cluster's client config"))
 	}
-	switch o.Claim.Scope {
-	case "", ClaimPerReplica, ClaimPerFleet:
-	default:
-		return nil, nil, invalid("Claim.Scope: %q is not %s or %s", o.Claim.Scope, ClaimPerReplica, ClaimPerFleet)
-	}
-	cfg := &config.AgentConfig{
-		TypeMeta:         config.TypeMeta(),
-		Region:           o.Region,
-		AnnotationDomain: o.AnnotationDomain,
-		Management: config.ManagementConfig{Namespace: o.Management.Namespace, ClusterID: o.Management.ClusterID,
-			Claim: config.LeaseTimings{
-				LeaseDuration: metav1.Duration{Duration: o.Claim.LeaseDuration},
-				RenewDeadline: metav1.Duration{Duration: o.Claim.RenewDeadline},
-				RetryPeriod:   metav1.Duration{Duration: o.Claim.RetryPeriod},
-			}},
+	errs = append(errs, config.ValidateDNSLabel(field.NewPath("region"), o.Region)...)
+	errs = append(errs, config.ValidateAnnotationDomain(field.NewPath("annotationDomain"), o.AnnotationDomain)...)
+	errs = append(errs, config.ValidateDNSLabel(field.NewPath("management", "namespace"), o.Management.Namespace)...)
+	errs = append(errs, config.ValidateClusterID(field.NewPath("management", "clusterID"), o.Management.ClusterID)...)
+	s := &syncer.Settings{
+		Region: o.Region, AnnotationDomain: o.AnnotationDomain,
+		ManagementNamespace: o.Management.Namespace, ClusterID: o.Management.ClusterID,
+		FleetNamespace: o.Claim.FleetNamespace,
 		Shard: config.ShardConfig{
 			NamespacePrefix:       o.Shard.NamespacePrefix,
 			RemoteResourceSuffix:  o.Shard.RemoteResourceSuffix,
@@ -264,49 +291,55 @@ func (o Options) agentConfig(scheme *runtime.Scheme) (*config.AgentConfig, map[s
 			LabelSelector:         o.Shard.LabelSelector,
 			ExcludedNamespaces:    o.Shard.ExcludedNamespaces,
 		},
-		// The host runs the local leader election; only the namespace (the fleet's) is read.
-		LeaderElection: config.LeaderElectionConfig{Namespace: o.Claim.FleetNamespace},
-		ResyncPeriod:   metav1.Duration{Duration: o.ResyncPeriod},
-		Telemetry:      config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: o.HeartbeatInterval}},
+		DeletionBudget:    budget.Budget{MaxFraction: o.DeletionBudget.MaxFraction, MinObjects: *o.DeletionBudget.MinObjects, Window: o.DeletionBudget.Window},
+		ResyncPeriod:      o.ResyncPeriod,
+		HeartbeatInterval: o.HeartbeatInterval,
+		Claim:             syncer.LeaseTimings{LeaseDuration: o.Claim.LeaseDuration, RenewDeadline: o.Claim.RenewDeadline, RetryPeriod: o.Claim.RetryPeriod},
 	}
-	if o.DeletionBudget.MaxFraction != 0 {
-		cfg.DeletionBudget.MaxFraction = ptr.To(o.DeletionBudget.MaxFraction)
-	}
-	if o.DeletionBudget.MinObjects != nil {
-		cfg.DeletionBudget.MinObjects = ptr.To(*o.DeletionBudget.MinObjects)
-	}
-	cfg.DeletionBudget.Window = metav1.Duration{Duration: o.DeletionBudget.Window}
+	errs = append(errs, config.ValidateShard(field.NewPath("shard"), &s.Shard)...)
 	typed := map[schema.GroupVersionKind]bool{}
+	rp := field.NewPath("resources")
 	for i, r := range o.Resources {
-		if r.Object == nil {
-			return nil, nil, invalid("Resources[%d].Object: required", i)
-		}
 		var gvk schema.GroupVersionKind
-		if u, ok := r.Object.(*unstructured.Unstructured); ok {
-			gvk = u.GroupVersionKind()
-			if gvk.Kind == "" || gvk.Version == "" {
-				return nil, nil, invalid("Resources[%d].Object: an unstructured object needs its group, version and kind set", i)
+		switch u, ok := r.Object.(*unstructured.Unstructured); {
+		case r.Object == nil:
+			errs = append(errs, field.Required(rp.Index(i).Child("object"), "the kind to sync"))
+			continue
+		case ok:
+			if gvk = u.GroupVersionKind(); gvk.Kind == "" || gvk.Version == "" {
+				errs = append(errs, field.Invalid(rp.Index(i).Child("object"), gvk.String(), "an unstructured object needs its group, version and kind set"))
+				continue
 			}
-		} else {
+		default:
 			var err error
 			if gvk, err = apiutil.GVKForObject(r.Object, scheme); err != nil {
-				return nil, nil, invalid("Resources[%d].Object: %T is not registered in the manager's scheme: %v", i, r.Object, err)
+				errs = append(errs, field.Invalid(rp.Index(i).Child("object"), fmt.Sprintf("%T", r.Object), "not registered in the manager's scheme: "+err.Error()))
+				continue
 			}
 			typed[gvk] = true
 		}
-		adoption := r.Adoption
-		if adoption == "" {
-			adoption = AdoptionRefuse // a management user must not take over what the region made
-		}
-		cfg.Resources = append(cfg.Resources, config.ResourceConfig{
+		s.Resources = append(s.Resources, config.ResourceConfig{
 			Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
-			Secrets: r.Secrets, Strategy: r.Strategy, Adoption: adoption,
+			Secrets: r.Secrets, Strategy: r.Strategy, Adoption: r.Adoption,
 			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,
 		})
 	}
-	config.Default(cfg)
-	if err := config.ValidateEmbedded(cfg); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	if len(s.Resources) == len(o.Resources) { // indexes match: every kind was named
+		errs = append(errs, config.ValidateResources(rp, s.Resources)...)
 	}
-	return cfg, typed, nil
+	errs = append(errs, config.ValidateDeletionBudget(field.NewPath("deletionBudget"), o.DeletionBudget.MaxFraction, *o.DeletionBudget.MinObjects, o.DeletionBudget.Window)...)
+	errs = append(errs, config.ValidateResyncPeriod(field.NewPath("resyncPeriod"), o.ResyncPeriod)...)
+	errs = append(errs, config.ValidateHeartbeatInterval(field.NewPath("heartbeatInterval"), o.HeartbeatInterval)...)
+	cp := field.NewPath("claim")
+	switch o.Claim.Scope {
+	case ClaimPerReplica, ClaimPerFleet:
+	default:
+		errs = append(errs, field.NotSupported(cp.Child("scope"), o.Claim.Scope, []ClaimScope{ClaimPerReplica, ClaimPerFleet}))
+	}
+	errs = append(errs, config.ValidateDNSLabel(cp.Child("fleetNamespace"), o.Claim.FleetNamespace)...)
+	errs = append(errs, config.ValidateLeaseTimings(cp, o.Claim.LeaseDuration, o.Claim.RenewDeadline, o.Claim.RetryPeriod)...)
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidOptions, &config.ValidationError{Errors: errs})
+	}
+	return s, typed, nil
 }

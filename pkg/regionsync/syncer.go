@@ -66,16 +66,17 @@ type ClaimState struct {
 //
 // Errors wrap ErrInvalidOptions when opts are invalid.
 func New(mgr manager.Manager, opts Options) (*Syncer, error) {
-	cfg, typed, err := opts.agentConfig(mgr.GetScheme())
+	settings, typed, err := opts.complete(mgr.GetScheme())
 	if err != nil {
 		return nil, err
 	}
+	opts = opts.withDefaults()
 	log := opts.Logger
 	if log.GetSink() == nil {
 		log = mgr.GetLogger().WithName("regionsync")
 	}
 	engineParams := syncer.Params{
-		Config: cfg, Manager: mgr, Management: opts.Management.Config, Typed: typed, Log: log.WithName("sync"),
+		Settings: settings, Manager: mgr, Management: opts.Management.Config, Typed: typed, Log: log.WithName("sync"),
 	}
 	if opts.TracerProvider != nil {
 		engineParams.Tracer = opts.TracerProvider.Tracer("regionsync.dev/agent")
@@ -84,15 +85,7 @@ func New(mgr manager.Manager, opts Options) (*Syncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	version := opts.Version
-	if version == "" {
-		version = "dev"
-	}
-	scope := opts.Claim.Scope
-	if scope == "" {
-		scope = ClaimPerReplica
-	}
-	leader, err := newFleetLeader(cfg, mgr, engine, opts.Management.Config, scope, version, log.WithName("claim"))
+	leader, err := newFleetLeader(settings, mgr, engine, opts.Management.Config, opts.Claim.Scope, opts.Version, log.WithName("claim"))
 	if err != nil {
 		return nil, err
 	}
@@ -162,16 +155,14 @@ func (s *Syncer) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 // metav1.Object), and reads of them must deep-copy (do not set UnsafeDisableDeepCopy for them). Only Region, AnnotationDomain, ResyncPeriod and the Resources' objects of opts
 // are read.
 func LocalCacheOptions(opts Options) cache.Options {
-	cfg := &config.AgentConfig{Region: opts.Region, AnnotationDomain: opts.AnnotationDomain}
-	cfg.ResyncPeriod.Duration = opts.ResyncPeriod
-	config.Default(cfg)
+	opts = opts.withDefaults()
 	var compacted []schema.GroupVersionKind
 	for _, r := range opts.Resources {
 		if u, ok := r.Object.(*unstructured.Unstructured); ok {
 			compacted = append(compacted, u.GroupVersionKind())
 		}
 	}
-	return syncer.LocalCacheOptions(cfg, compacted)
+	return syncer.LocalCacheOptions(opts.Region, opts.AnnotationDomain, opts.ResyncPeriod, compacted)
 }
 
 // ManagementConfig loads the management cluster's client config from the kubeconfig file the

@@ -1,0 +1,188 @@
+package regionsync
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/internal/syncer/budget"
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+func kind(group, version, k string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: k})
+	return u
+}
+
+// minimal is the smallest valid Options: a region, management and one kind.
+func minimal() Options {
+	return Options{
+		Region:     "us-east-1",
+		Management: Management{Config: &rest.Config{Host: "https://management.example"}},
+		Resources:  []Resource{{Object: kind("demo.regionsync.dev", "v1alpha1", "Tenant")}},
+	}
+}
+
+// Every default is applied by complete, to the values documented for the configuration file.
+func TestOptionsDefaults(t *testing.T) {
+	s, typed, err := minimal().complete(runtime.NewScheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &syncer.Settings{
+		Region: "us-east-1", AnnotationDomain: config.DefaultAnnotationDomain,
+		ManagementNamespace: config.DefaultManagementNamespace, FleetNamespace: config.DefaultLeaderNamespace,
+		Resources: []config.ResourceConfig{{
+			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant", Strategy: config.StrategyReplace,
+			Adoption: config.AdoptionRefuse, DeletePropagation: "Foreground", Concurrency: config.DefaultConcurrency,
+		}},
+		DeletionBudget:    budget.Budget{MaxFraction: config.DefaultDeletionMaxFraction, MinObjects: config.DefaultDeletionMinObjects, Window: config.DefaultDeletionWindow},
+		ResyncPeriod:      config.DefaultResyncPeriod,
+		HeartbeatInterval: config.DefaultHeartbeatInterval,
+		Claim:             syncer.LeaseTimings{LeaseDuration: config.DefaultClaimLeaseDuration, RenewDeadline: config.DefaultClaimRenewDeadline, RetryPeriod: config.DefaultClaimRetryPeriod},
+	}
+	if diff := settingsDiff(s, want); diff != "" {
+		t.Fatal(diff)
+	}
+	if len(typed) != 0 {
+		t.Fatalf("typed kinds %v, want none (the kind is unstructured)", typed)
+	}
+	// Zero is a value, not "unset", for MinObjects.
+	o := minimal()
+	o.DeletionBudget.MinObjects = ptr.To(0)
+	if s, _, err = o.complete(runtime.NewScheme()); err != nil || s.DeletionBudget.MinObjects != 0 {
+		t.Fatalf("minObjects 0: %v, %+v", err, s)
+	}
+}
+
+// A configuration file reaches the engine whole: every field the file sets arrives in Settings
+// (the agent binary's one way: file → Options → Settings).
+func TestConfigFileReachesEngine(t *testing.T) {
+	cfg, err := config.Parse([]byte(`apiVersion: regionsync.dev/v1alpha1
+kind: AgentConfig
+region: eu-west-1
+annotationDomain: cloud.teleport.dev
+management:
+  kubeconfig: /k
+  namespace: fleet
+  clusterID: 0b3c6f3e-8f55-4a8e-9d7c-2f0e6c1d9a11
+  claim: {leaseDuration: 90s, renewDeadline: 50s, retryPeriod: 20s}
+shard:
+  namespacePrefix: tenant-
+  remoteResourceSuffix: -eu
+  remoteNamespaceSuffix: -mgmt
+  localNamespaceSuffix: -local
+  labelSelector: regionsync.dev/region=eu-west-1
+  excludedNamespaces: [istio-system]
+resources:
+  - {group: demo.regionsync.dev, version: v1alpha1, kind: Tenant, secrets: [token], strategy: Apply, adoption: Adopt, deletePropagation: Background, concurrency: 9}
+leaderElection: {namespace: agents}
+deletionBudget: {maxFraction: 0.25, minObjects: 3, window: 7m}
+resyncPeriod: 11m
+telemetry: {heartbeatInterval: 45s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := OptionsFromConfig(cfg, &rest.Config{}).complete(runtime.NewScheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &syncer.Settings{
+		Region: "eu-west-1", AnnotationDomain: "cloud.teleport.dev", ManagementNamespace: "fleet",
+		ClusterID: "0b3c6f3e-8f55-4a8e-9d7c-2f0e6c1d9a11", FleetNamespace: "agents",
+		Shard: config.ShardConfig{NamespacePrefix: "tenant-", RemoteResourceSuffix: "-eu", RemoteNamespaceSuffix: "-mgmt",
+			LocalNamespaceSuffix: "-local", LabelSelector: "regionsync.dev/region=eu-west-1", ExcludedNamespaces: []string{"istio-system"}},
+		Resources: []config.ResourceConfig{{
+			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant", Secrets: []string{"token"},
+			Strategy: config.StrategyApply, Adoption: config.AdoptionAdopt, DeletePropagation: "Background", Concurrency: 9,
+		}},
+		DeletionBudget:    budget.Budget{MaxFraction: 0.25, MinObjects: 3, Window: 7 * time.Minute},
+		ResyncPeriod:      11 * time.Minute,
+		HeartbeatInterval: 45 * time.Second,
+		Claim:             syncer.LeaseTimings{LeaseDuration: 90 * time.Second, RenewDeadline: 50 * time.Second, RetryPeriod: 20 * time.Second},
+	}
+	if diff := settingsDiff(s, want); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// Every invalid field is refused with ErrInvalidOptions and named; all of them at once.
+func TestOptionsErrorsNameTheField(t *testing.T) {
+	cases := map[string]struct {
+		edit func(*Options)
+		want []string
+	}{
+		"no management":     {func(o *Options) { o.Management.Config = nil }, []string{"management.config: Required value"}},
+		"no region":         {func(o *Options) { o.Region = "" }, []string{"region: Required value"}},
+		"bad region":        {func(o *Options) { o.Region = "US_East" }, []string{"region: Invalid value"}},
+		"domain":            {func(o *Options) { o.AnnotationDomain = "Not A Domain" }, []string{"annotationDomain: Invalid value"}},
+		"cluster ID":        {func(o *Options) { o.Management.ClusterID = "prod" }, []string{"management.clusterID: Invalid value"}},
+		"suffix":            {func(o *Options) { o.Shard.RemoteResourceSuffix = "-US" }, []string{"shard.remoteResourceSuffix: Invalid value"}},
+		"selector":          {func(o *Options) { o.Shard.LabelSelector = "a in (" }, []string{"shard.labelSelector: Invalid value"}},
+		"no kinds":          {func(o *Options) { o.Resources = nil }, []string{"resources: Required value"}},
+		"nil object":        {func(o *Options) { o.Resources[0].Object = nil }, []string{"resources[0].object: Required value"}},
+		"no gvk":            {func(o *Options) { o.Resources[0].Object = &unstructured.Unstructured{} }, []string{"resources[0].object: Invalid value"}},
+		"untyped in scheme": {func(o *Options) { o.Resources[0].Object = &corev1ConfigMapLike{} }, []string{"resources[0].object: Invalid value", "not registered"}},
+		"privileged":        {func(o *Options) { o.Resources[0].Object = kind("rbac.authorization.k8s.io", "v1", "Role") }, []string{"resources[0].kind: Forbidden", "resources[0].allowPrivileged"}},
+		"secret kind":       {func(o *Options) { o.Resources[0].Object = kind("", "v1", "Secret") }, []string{"resources[0].kind: Forbidden"}},
+		"strategy":          {func(o *Options) { o.Resources[0].Strategy = "Merge" }, []string{"resources[0].strategy: Unsupported value"}},
+		"adoption":          {func(o *Options) { o.Resources[0].Adoption = "Steal" }, []string{"resources[0].adoption: Unsupported value"}},
+		"concurrency":       {func(o *Options) { o.Resources[0].Concurrency = 1000 }, []string{"resources[0].concurrency: Invalid value"}},
+		"duplicate kind":    {func(o *Options) { o.Resources = append(o.Resources, o.Resources[0]) }, []string{"resources[1]: Duplicate value"}},
+		"budget fraction":   {func(o *Options) { o.DeletionBudget.MaxFraction = 2 }, []string{"deletionBudget.maxFraction: Invalid value"}},
+		"budget min":        {func(o *Options) { o.DeletionBudget.MinObjects = ptr.To(-1) }, []string{"deletionBudget.minObjects: Invalid value"}},
+		"resync":            {func(o *Options) { o.ResyncPeriod = time.Second }, []string{"resyncPeriod: Invalid value"}},
+		"heartbeat":         {func(o *Options) { o.HeartbeatInterval = time.Hour }, []string{"heartbeatInterval: Invalid value"}},
+		"scope":             {func(o *Options) { o.Claim.Scope = "PerRegion" }, []string{"claim.scope: Unsupported value"}},
+		"fleet namespace":   {func(o *Options) { o.Claim.FleetNamespace = "Fleet" }, []string{"claim.fleetNamespace: Invalid value"}},
+		"claim timings":     {func(o *Options) { o.Claim.LeaseDuration = 5 * time.Second }, []string{"claim.leaseDuration: Invalid value"}},
+		"all at once": {func(o *Options) { o.Region, o.Shard.RemoteResourceSuffix, o.ResyncPeriod = "", "-US", time.Second },
+			[]string{"3 invalid fields", "region: Required value", "shard.remoteResourceSuffix", "resyncPeriod"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := minimal()
+			tc.edit(&o)
+			_, _, err := o.complete(runtime.NewScheme())
+			if !errors.Is(err, ErrInvalidOptions) {
+				t.Fatalf("error %v, want ErrInvalidOptions", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// corev1ConfigMapLike is a typed object no scheme of the test knows.
+type corev1ConfigMapLike struct{ unstructured.Unstructured }
+
+func settingsDiff(got, want *syncer.Settings) string {
+	g, w := *got, *want
+	if len(g.Shard.ExcludedNamespaces) == 0 && len(w.Shard.ExcludedNamespaces) == 0 {
+		g.Shard.ExcludedNamespaces, w.Shard.ExcludedNamespaces = nil, nil
+	}
+	for i := range g.Resources {
+		if len(g.Resources[i].Secrets) == 0 {
+			g.Resources[i].Secrets = nil
+		}
+	}
+	if !reflect.DeepEqual(g, w) {
+		return fmt.Sprintf("settings\n got %+v\nwant %+v", g, w)
+	}
+	return ""
+}
