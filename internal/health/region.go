@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -78,9 +80,19 @@ type Reporter struct {
 	lastWrite   time.Time
 	lastBeat    time.Time
 	missing     bool
-	// notBefore delays the next look for a Region that does not exist (one read per Refresh).
+	// notBefore delays the next look for a Region that does not exist, or whose kind is not
+	// installed (one read per Refresh).
 	notBefore time.Time
+	// failing names the failure being retried ("" while publishing works), so that a failure
+	// is logged once when it starts and once when it ends, not on every tick.
+	failing string
 }
+
+// Failures of publication, as Reporter.failing records them.
+const (
+	failNoKind    = "the Region kind is not installed"
+	failTransient = "management unreachable or busy"
+)
 
 // Run reports until ctx ends. It watches its Region, so a Region created (or changed by another
 // writer) is acted on within a tick, without polling management for it.
@@ -96,8 +108,9 @@ func (r *Reporter) Run(ctx context.Context) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if err := r.report(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			r.Log.Error(err, "publishing the Region status")
+		now := time.Now()
+		if attempted, err := r.report(ctx, now); attempted && ctx.Err() == nil {
+			r.outcome(err, now)
 		}
 		select {
 		case <-ctx.Done():
@@ -105,6 +118,51 @@ func (r *Reporter) Run(ctx context.Context) {
 		case <-t.C:
 		case <-kick:
 			r.notBefore, r.lastWritten = time.Time{}, nil // look at the Region as it is now
+		}
+	}
+}
+
+// outcome logs and records a publication's result: a failure once when it starts (an expected
+// one at info level, a missing Region kind as the one warning saying what to do, anything else,
+// a refusal or a bug, as an error each time its message changes), its end once, and every
+// retry in between at V(1). The regionsync_region_status_published gauge says the same.
+func (r *Reporter) outcome(err error, now time.Time) {
+	if err == nil {
+		if r.missing { // the Region object does not exist: nothing to publish on (logged once)
+			telemetry.RegionStatusPublished.Set(0)
+		} else {
+			telemetry.RegionStatusPublished.Set(1)
+		}
+		if r.failing != "" {
+			r.Log.Info("publishing the Region status again", "region", r.Region, "after", r.failing)
+			r.failing = ""
+		}
+		return
+	}
+	telemetry.RegionStatusPublished.Set(0)
+	was := r.failing
+	switch {
+	case meta.IsNoMatchError(err):
+		r.failing = failNoKind
+		r.notBefore = now.Add(r.Refresh) // looked for again once per Refresh, silently
+		if was != failNoKind {
+			r.Log.Info("WARNING: the Region kind (regions.regionsync.dev) is not installed on management, so this region's status is not published; "+
+				"install its CRD on management (deploy/crds/regionsync.dev_regions.yaml), or turn the Region status off (regionsync.Options.DisableRegionStatus); "+
+				"syncing is not affected. Looking for it again every heartbeat interval.", "region", r.Region, "every", r.Refresh.String())
+		}
+	case retry.Transient(err):
+		r.failing = failTransient
+		if was != failTransient {
+			r.Log.Info("publishing the Region status failed: management unreachable or busy; retrying (further failures at V(1))", "region", r.Region, "error", err.Error())
+		} else {
+			r.Log.V(1).Info("publishing the Region status failed; retrying", "error", err.Error())
+		}
+	default:
+		r.failing = err.Error()
+		if was != r.failing {
+			r.Log.Error(err, "publishing the Region status; retrying", "region", r.Region)
+		} else {
+			r.Log.V(1).Info("publishing the Region status failed again", "error", err.Error())
 		}
 	}
 }
@@ -125,22 +183,27 @@ func (r *Reporter) watch(ctx context.Context, kick chan<- struct{}) {
 		} else {
 			r.Log.V(1).Info("watching the Region; retrying", "error", err.Error())
 		}
+		wait := time.Second
+		if err != nil && meta.IsNoMatchError(err) {
+			wait = r.Refresh // the kind is not installed: look again once per heartbeat interval
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
 
 // report writes the status when the agent's part of it changed (rate-limited) or the heartbeat
-// is due; conditions other writers set are kept and never cause a write.
-func (r *Reporter) report(ctx context.Context, now time.Time) error {
+// is due; conditions other writers set are kept and never cause a write. attempted says whether
+// it asked management at all (not when rate-limited or nothing is due), err how that went.
+func (r *Reporter) report(ctx context.Context, now time.Time) (attempted bool, err error) {
 	if (!r.lastWrite.IsZero() && now.Sub(r.lastWrite) < r.MinInterval) || now.Before(r.notBefore) {
-		return nil
+		return false, nil
 	}
 	want := r.desired(nil)
 	if r.lastWritten != nil && sameOwnStatus(r.lastWritten, &want) && now.Sub(r.lastBeat) < r.Refresh {
-		return nil
+		return false, nil
 	}
 	region := &regionsyncv1alpha1.Region{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Region}, region); err != nil {
@@ -150,9 +213,9 @@ func (r *Reporter) report(ctx context.Context, now time.Time) error {
 				r.missing = true
 			}
 			r.notBefore = now.Add(r.Refresh) // the watch says when it appears
-			return nil
+			return true, nil
 		}
-		return err
+		return true, err
 	}
 	r.missing = false
 	status := r.desired(region.Status.Conditions)
@@ -160,15 +223,15 @@ func (r *Reporter) report(ctx context.Context, now time.Time) error {
 	if hb := current.HeartbeatTime; hb != nil && now.Sub(hb.Time) < r.Refresh && sameStatus(current, &status) {
 		// Nothing but the heartbeat would change, and it is not due.
 		r.lastWritten, r.lastBeat = status.DeepCopy(), hb.Time
-		return nil
+		return true, nil
 	}
 	status.HeartbeatTime = &metav1.Time{Time: now}
 	region.Status = status
 	if err := r.Client.Status().Update(ctx, region, client.FieldOwner(shard.FieldManager)); err != nil {
-		return fmt.Errorf("updating Region %s status: %w", r.Region, err)
+		return true, fmt.Errorf("updating Region %s status: %w", r.Region, err)
 	}
 	r.lastWritten, r.lastWrite, r.lastBeat = status.DeepCopy(), now, now
-	return nil
+	return true, nil
 }
 
 // ownConditions are the condition types the agent sets; others belong to other writers.

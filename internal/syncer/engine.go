@@ -47,6 +47,8 @@ type Engine struct {
 	local client.Client
 
 	connected atomic.Bool
+	// disconnectedAt is when management last stopped answering.
+	disconnectedAt atomic.Pointer[time.Time]
 	// session is the management cluster, set once management has answered.
 	session      atomic.Pointer[cluster.Cluster]
 	sessionReady chan struct{}

@@ -51,7 +51,7 @@ func newEventRecorder(cfg *rest.Config, httpClient *http.Client, scheme *runtime
 		return nil, fmt.Errorf("events client: %w", err)
 	}
 	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCorrelatorEntries}),
-		record.WithContext(logr.NewContext(context.Background(), log)))
+		record.WithContext(logr.NewContext(context.Background(), quietOutages(log))))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	host, _ := os.Hostname()
 	return &eventRecorder{broadcaster: b, rec: b.NewRecorder(scheme, corev1.EventSource{Component: EventSource, Host: host})}, nil

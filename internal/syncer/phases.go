@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/telemetry"
@@ -109,7 +110,11 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 		return remote, fmt.Errorf("management refused the status of %s: %w", objectRef(remote), err), nil
 	}
 	r.count(telemetry.DirectionUp, telemetry.ResultError)
-	r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonStatusUploadFailed, "Sync", "status upload failed, spec download held: %v", err)
+	if !retry.Transient(err) {
+		// An outage's failures are the outage: an Event about it could not reach management
+		// anyway, and the connection's condition and metric already say it.
+		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonStatusUploadFailed, "Sync", "status upload failed, spec download held: %v", err)
+	}
 	return nil, nil, fmt.Errorf("uploading status of %s: %w", objectRef(remote), err)
 }
 

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -104,6 +105,9 @@ type Reconciler struct {
 	firstPass   atomic.Bool
 	firstPassMu sync.Mutex
 	firstPassAt time.Time
+	// retries backs off, per object, the retries after expected failures (outage.go).
+	retriesOnce sync.Once
+	retries     workqueue.TypedRateLimiter[reconcile.Request]
 }
 
 type uploadedSecret struct {
@@ -229,6 +233,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		logr.FromContextOrDiscard(ctx).V(1).Info("conflict; retrying with a fresh read", "remote", req.NamespacedName, "error", err.Error())
 		result, err = reconcile.Result{RequeueAfter: conflictRequeue}, nil
 	}
+	outage := expectedFailure(err)
+	if outage {
+		// An outage (or a busy API server), not a bug: reported once by the management
+		// connection's transitions; per object it is a debug line and a retry with backoff.
+		logr.FromContextOrDiscard(ctx).V(1).Info("retrying after an expected failure", "remote", req.NamespacedName, "error", err.Error())
+		result, err = reconcile.Result{RequeueAfter: r.outageRetry(req)}, nil
+	} else {
+		r.outageOver(req)
+	}
 	if wait := r.fights.RetryAfter(req.NamespacedName, time.Now()); wait > 0 && err == nil && result.IsZero() {
 		result = reconcile.Result{RequeueAfter: wait} // a write held back by a fight goes then
 	}
@@ -239,6 +252,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		result = reconcile.Result{RequeueAfter: refusedStatusRetry}
 	}
 	final := finalState(s.state, result, err)
+	if outage && final == StatePending {
+		final = StateFailed
+	}
 	if s.statusRefused != nil && final == StatePending && err == nil {
 		final = StateFailed
 	}

@@ -83,7 +83,8 @@ func (e *Engine) probe(ctx context.Context, disc discovery.DiscoveryInterface) {
 		e.setConnected(ping(disc) == nil)
 		select {
 		case <-ctx.Done():
-			e.setConnected(false)
+			e.connected.Store(false) // stopping, not an outage: nothing to log
+			telemetry.ManagementConnected.Set(0)
 			return
 		case <-t.C:
 		}
@@ -95,9 +96,21 @@ func ping(disc discovery.DiscoveryInterface) error {
 	return err
 }
 
+// setConnected records a probe's outcome. A change is the one line an outage writes when it
+// starts and the one when it ends; the failures of single objects meanwhile are V(1).
 func (e *Engine) setConnected(ok bool) {
 	if e.connected.Swap(ok) != ok {
-		e.log.Info("management connection changed", "connected", ok, "host", e.remoteConfig.Host)
+		now := time.Now()
+		if ok {
+			if since := e.disconnectedAt.Load(); since != nil {
+				e.log.Info("management reachable again; syncing resumes", "host", e.remoteConfig.Host, "after", now.Sub(*since).Round(time.Second).String())
+			} else {
+				e.log.Info("management reachable", "host", e.remoteConfig.Host)
+			}
+		} else {
+			e.disconnectedAt.Store(&now)
+			e.log.Info("management unreachable: nothing is written to it and local copies are kept as they are until it answers again (per-object retries at V(1))", "host", e.remoteConfig.Host)
+		}
 	}
 	if ok {
 		telemetry.ManagementConnected.Set(1)

@@ -115,6 +115,12 @@ var (
 		Help: "1 when the management cluster's API server answers, else 0.",
 	})
 
+	// RegionStatusPublished is 1 while the leader publishes its Region status on management.
+	RegionStatusPublished = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "regionsync_region_status_published",
+		Help: "1 when the leader's last attempt to publish the Region status on management succeeded, 0 when it failed (the Region kind not installed, management unreachable, the write refused). 0 also on a replica that publishes nothing (a standby, or the Region status turned off): read it with regionsync_shard_claimed.",
+	})
+
 	// ManagementIdentityMismatch is 1 while the agent refuses a management cluster whose identity
 	// differs from the recorded or configured one (it writes and deletes nothing meanwhile).
 	ManagementIdentityMismatch = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -126,7 +132,7 @@ var (
 // Collectors are every regionsync metric.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm, PassBacklog}
+		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm, PassBacklog, RegionStatusPublished}
 }
 
 func init() {

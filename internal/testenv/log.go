@@ -69,6 +69,37 @@ func (l *TestLog) add(line string) {
 	l.lines = append(l.lines, line)
 }
 
+// ErrorLines returns the kept lines logged at error level (funcr writes an info line with its
+// "level" and an error line without one).
+func (l *TestLog) ErrorLines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, s := range l.lines {
+		if !strings.Contains(s, `"level"=`) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Count returns how many kept lines contain every one of substrings.
+func (l *TestLog) Count(substrings ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		all := true
+		for _, sub := range substrings {
+			all = all && strings.Contains(s, sub)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
 // String is the kept log, one line per entry.
 func (l *TestLog) String() string {
 	l.mu.Lock()

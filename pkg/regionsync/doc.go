@@ -29,6 +29,17 @@
 //     the shard claim, a Lease "region-<region>" on management; while it is held, one controller
 //     per kind and the Region status reporter.
 //
+// # The Region status is optional
+//
+// The Region kind (regions.regionsync.dev, deploy/crds) carries each region's health on
+// management. A host that has not installed it loses nothing but that status: the leader logs
+// one warning saying how to install it or turn it off (Options.DisableRegionStatus), publishes
+// nothing, looks for the kind again once per Options.HeartbeatInterval, and syncs as usual; the
+// gauge regionsync_region_status_published is 0 meanwhile. The same holds for an outage:
+// failures of the status and of every object's sync are retried with backoff and logged once
+// when they start and once when they end (per-object retries at V(1)); an error with a stack
+// trace is for a refusal or a bug.
+//
 // # The host's cache
 //
 // Typed kinds are read through the host's own informer for that Go type. The manager's cache

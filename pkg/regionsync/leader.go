@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -35,12 +34,16 @@ type fleetLeader struct {
 	holder  string
 	scope   ClaimScope
 	version string
+	// noRegion: the Region status is turned off (Options.DisableRegionStatus).
+	noRegion bool
 	// instance makes the per-replica identity unique also for two syncers in one process.
 	instance string
 	claimer  atomic.Pointer[claim.Claimer]
 }
 
-func newFleetLeader(cfg *syncer.Settings, mgr manager.Manager, engine *syncer.Engine, remote *rest.Config, scope ClaimScope, version string, log logr.Logger) (*fleetLeader, error) {
+// newFleetLeader builds the leader part from the settings and the defaulted opts.
+func newFleetLeader(cfg *syncer.Settings, opts Options, mgr manager.Manager, engine *syncer.Engine, log logr.Logger) (*fleetLeader, error) {
+	remote := opts.Management.Config
 	mgmt, err := kubernetes.NewForConfig(remote)
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
@@ -49,7 +52,7 @@ func newFleetLeader(cfg *syncer.Settings, mgr manager.Manager, engine *syncer.En
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
-	return &fleetLeader{cfg: cfg, mgr: mgr, engine: engine, mgmt: mgmt, regions: regions, log: log, holder: replicaName(), scope: scope, version: version, instance: string(uuid.NewUUID())[:8]}, nil
+	return &fleetLeader{cfg: cfg, mgr: mgr, engine: engine, mgmt: mgmt, regions: regions, log: log, holder: replicaName(), scope: opts.Claim.Scope, version: opts.Version, noRegion: opts.DisableRegionStatus, instance: string(uuid.NewUUID())[:8]}, nil
 }
 
 // replicaName identifies this replica: $POD_NAME in a cluster, else host and process ID.
@@ -139,7 +142,9 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 		Refresh: l.cfg.HeartbeatInterval,
 		Log:     l.log.WithName("region"),
 	}
-	c.WhileHeld = reporter.Run
+	if !l.noRegion {
+		c.WhileHeld = reporter.Run
+	}
 	l.claimer.Store(c)
 	// The shard is claimed only while management's identity is the recorded (or confirmed)
 	// one: a claim period ends the moment a check refuses it (or sees management's history

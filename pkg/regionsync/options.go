@@ -62,6 +62,12 @@ type Options struct {
 	Claim Claim
 	// HeartbeatInterval is how often the Region's heartbeat is refreshed (default 30s).
 	HeartbeatInterval time.Duration
+	// DisableRegionStatus turns off the Region status on management (the Region kind's CRD
+	// need not be installed then). By default the leader publishes its health on the Region
+	// named after the region; when management does not serve the Region kind it logs one
+	// warning saying so, publishes nothing, looks for the kind again once per
+	// HeartbeatInterval, and syncs as usual (regionsync_region_status_published is 0).
+	DisableRegionStatus bool
 	// TracerProvider traces every sync; nil runs no tracing code at all. The host owns it (and
 	// its shutdown); the syncer never builds an exporter.
 	TracerProvider trace.TracerProvider

@@ -85,7 +85,7 @@ func New(mgr manager.Manager, opts Options) (*Syncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	leader, err := newFleetLeader(settings, mgr, engine, opts.Management.Config, opts.Claim.Scope, opts.Version, log.WithName("claim"))
+	leader, err := newFleetLeader(settings, opts, mgr, engine, log.WithName("claim"))
 	if err != nil {
 		return nil, err
 	}

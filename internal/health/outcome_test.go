@@ -1,0 +1,85 @@
+package health
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	dto "github.com/prometheus/client_model/go"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// The reporter's log is one line per change of outcome, never one per tick: a missing Region
+// kind is one warning saying what to do, an outage one info line, a refusal one error per
+// distinct message, recovery one line; the gauge follows every outcome.
+func TestReporterOutcome(t *testing.T) {
+	noKind := &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "regionsync.dev", Kind: "Region"}, SearchedVersions: []string{"v1alpha1"}}
+	refused := apierrors.NewForbidden(schema.GroupResource{Group: "regionsync.dev", Resource: "regions"}, "us", errors.New("denied"))
+	outage := fmt.Errorf("updating Region us status: %w", errors.New("dial tcp 10.0.0.1:6443: connect: connection refused"))
+	outage = &netOpError{outage}
+	steps := []struct {
+		err       error
+		published float64
+		lines     []string // the lines at V(0) this outcome adds: "E msg" for errors, "I msg" for info
+	}{
+		{nil, 1, nil},
+		{noKind, 0, []string{"I WARNING: the Region kind (regions.regionsync.dev) is not installed"}},
+		{noKind, 0, nil},
+		{noKind, 0, nil},
+		{nil, 1, []string{"I publishing the Region status again"}},
+		{outage, 0, []string{"I publishing the Region status failed: management unreachable or busy"}},
+		{outage, 0, nil},
+		{refused, 0, []string{"E publishing the Region status; retrying"}},
+		{refused, 0, nil},
+		{apierrors.NewForbidden(schema.GroupResource{Group: "regionsync.dev", Resource: "regions"}, "us", errors.New("other")), 0, []string{"E publishing the Region status; retrying"}},
+		{nil, 1, []string{"I publishing the Region status again"}},
+		{nil, 1, nil},
+	}
+	var lines []string
+	log := funcr.New(func(_, args string) {
+		kind := "I"
+		if !strings.Contains(args, `"level"=`) {
+			kind = "E"
+		}
+		lines = append(lines, kind+" "+args)
+	}, funcr.Options{Verbosity: 0})
+	r := &Reporter{Region: "us", Refresh: 30 * time.Second, Log: log}
+	now := time.Now()
+	for i, s := range steps {
+		before := len(lines)
+		r.outcome(s.err, now)
+		got := lines[before:]
+		if len(got) != len(s.lines) {
+			t.Fatalf("step %d (%v): lines %q, want %d", i, s.err, got, len(s.lines))
+		}
+		for j, want := range s.lines {
+			kind, msg, _ := strings.Cut(want, " ")
+			if !strings.HasPrefix(got[j], kind+" ") || !strings.Contains(got[j], msg) {
+				t.Errorf("step %d: line %q, want %s %q", i, got[j], kind, msg)
+			}
+		}
+		m := &dto.Metric{}
+		if err := telemetry.RegionStatusPublished.Write(m); err != nil {
+			t.Fatal(err)
+		}
+		if v := m.GetGauge().GetValue(); v != s.published {
+			t.Errorf("step %d: regionsync_region_status_published %v, want %v", i, v, s.published)
+		}
+		if s.err == noKind && !r.notBefore.Equal(now.Add(r.Refresh)) {
+			t.Errorf("step %d: the missing kind is looked for again at %v, want one heartbeat interval later", i, r.notBefore)
+		}
+	}
+}
+
+// netOpError makes an error a net.Error, as a refused dial is.
+type netOpError struct{ error }
+
+func (netOpError) Timeout() bool   { return false }
+func (netOpError) Temporary() bool { return false }
