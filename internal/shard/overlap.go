@@ -5,9 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/regionsync/regionsync/pkg/config"
@@ -55,10 +53,12 @@ func (d Definition) String() string {
 	return fmt.Sprintf("region %s (%s)", d.Region, strings.Join(parts, ", "))
 }
 
-// Overlap reports whether some management object could belong to both shards, and why. Two
-// shards overlap when they share a kind, their namespace prefixes are compatible (one starts the
-// other), both suffix pairs are compatible (one ends the other: "-east" and "-us-east", or an
-// empty suffix), and their label selectors are not provably disjoint.
+// Overlap reports whether two shards conflict, and why: they share a kind, their namespace
+// prefixes are compatible (one starts the other) and both suffix pairs are compatible (one ends
+// the other: "-east" and "-us-east", or an empty suffix). Label selectors do not separate two
+// such shards, even when provably disjoint: a region's management identity is scoped by its
+// suffix (its RBAC on uploaded Secrets, named "<secret><suffix>"), so each of two regions whose
+// names can end with both suffixes could read and write the other's uploaded Secrets.
 func Overlap(a, b Definition) (bool, string) {
 	common := sets.New(a.Kinds...).Intersection(sets.New(b.Kinds...))
 	if common.Len() == 0 {
@@ -70,11 +70,12 @@ func Overlap(a, b Definition) (bool, string) {
 	if !suffixCompatible(a.RemoteNamespaceSuffix, b.RemoteNamespaceSuffix) || !suffixCompatible(a.RemoteResourceSuffix, b.RemoteResourceSuffix) {
 		return false, ""
 	}
-	if selectorsDisjoint(a.LabelSelector, b.LabelSelector) {
-		return false, ""
-	}
-	return true, fmt.Sprintf("both shards can hold %s objects named *%s and *%s", strings.Join(sets.List(common), ","),
+	why := fmt.Sprintf("both shards can hold %s objects named *%s and *%s", strings.Join(sets.List(common), ","),
 		orEmpty(a.RemoteResourceSuffix), orEmpty(b.RemoteResourceSuffix))
+	if a.LabelSelector != "" || b.LabelSelector != "" {
+		why += " (label selectors do not separate shards: each region's credential is scoped by its name suffix, so it could reach the other's uploaded Secrets)"
+	}
+	return true, why
 }
 
 func orEmpty(s string) string {
@@ -86,46 +87,4 @@ func orEmpty(s string) string {
 
 func suffixCompatible(a, b string) bool {
 	return strings.HasSuffix(a, b) || strings.HasSuffix(b, a)
-}
-
-// selectorsDisjoint reports whether no label set can match both selectors, as far as equality
-// and existence requirements can tell (conservative: unknown means "may overlap").
-func selectorsDisjoint(a, b string) bool {
-	sa, errA := labels.Parse(a)
-	sb, errB := labels.Parse(b)
-	if errA != nil || errB != nil {
-		return false
-	}
-	ra, _ := sa.Requirements()
-	rb, _ := sb.Requirements()
-	for _, x := range ra {
-		for _, y := range rb {
-			if x.Key() == y.Key() && requirementsDisjoint(x, y) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func requirementsDisjoint(x, y labels.Requirement) bool {
-	values := func(r labels.Requirement) (sets.Set[string], bool) {
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals, selection.In:
-			return sets.New(r.ValuesUnsorted()...), true
-		}
-		return nil, false
-	}
-	vx, okx := values(x)
-	vy, oky := values(y)
-	switch {
-	case okx && oky:
-		return vx.Intersection(vy).Len() == 0
-	case okx && y.Operator() == selection.DoesNotExist, oky && x.Operator() == selection.DoesNotExist:
-		return true
-	case x.Operator() == selection.Exists && y.Operator() == selection.DoesNotExist,
-		y.Operator() == selection.Exists && x.Operator() == selection.DoesNotExist:
-		return true
-	}
-	return false
 }
