@@ -66,7 +66,8 @@ func refusedBy(err error, m mechanism) error {
 
 // isolation proves the isolation of regions on management as the real identities: region A's
 // identity is refused on region B's objects, Secret, Lease and Region, on new Lease names, and on
-// its own objects' spec and labels; A's own writes succeed; the agents still sync.
+// its own objects' spec, labels, other annotations and owner references; A's own writes succeed;
+// the agents still sync.
 func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	ctx := context.Background()
 	a, b := f.Regions()[0], f.Regions()[1]
@@ -184,6 +185,12 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 			tn.Finalizers = append(tn.Finalizers, "example.com/keep")
 			return mgmtA.Update(ctx, tn)
 		}},
+		{"write another annotation on its own object", byPolicy, func() error {
+			return mgmtA.Patch(ctx, tenant(a), merge(`{"metadata":{"annotations":{"e2e.regionsync.dev/touched":"yes"}}}`))
+		}},
+		{"give its own object an owner that does not exist (the garbage collector would delete it)", byPolicy, func() error {
+			return mgmtA.Patch(ctx, tenant(a), merge(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"6d1f0c52-3c38-4b1a-9d2e-5a8d3c0b7e41"}]}}`))
+		}},
 		{"move its Lease's registration time back", byPolicy, func() error {
 			l := lease(a)
 			if l.Annotations[claim.RegisteredAnnotation] == "" {
@@ -201,19 +208,24 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 			t.Errorf("region %s's identity: %s: %v", a, c.what, err)
 		}
 	}
-	// B's object is as B's agent left it.
+	// B's object is as B's agent left it, A's object as management wrote it.
 	after := tenant(b)
 	if after.Spec != bTenant.Spec || !slices.Contains(after.Finalizers, keys.Finalizer) ||
 		after.Annotations["e2e.regionsync.dev/forged"] != "" || after.Status.Phase != tenantoperator.PhaseReady {
 		t.Errorf("%s's Tenant changed: spec %+v finalizers %v status %+v", b, after.Spec, after.Finalizers, after.Status)
 	}
+	if own := tenant(a); own.Annotations["e2e.regionsync.dev/touched"] != "" || len(own.OwnerReferences) > 0 {
+		t.Errorf("%s's Tenant changed: annotations %v owners %v", a, own.Annotations, own.OwnerReferences)
+	}
 
-	// What A's agent does on management is allowed: its own object's annotations and status,
-	// its own Secret, Lease and Region status. Writes are of the current state (a conflict with
-	// the running agent is retried), so the agents' work is not disturbed.
+	// What A's agent does on management is allowed: its own object's generation annotations and
+	// status, its own Secret, Lease and Region status. Writes are of the current state (a conflict
+	// with the running agent is retried), so the agents' work is not disturbed.
 	allowed := map[string]func() error{
-		"patch its own object's annotations": func() error {
-			return mgmtA.Patch(ctx, tenant(a), merge(`{"metadata":{"annotations":{"e2e.regionsync.dev/touched":"yes"}}}`))
+		"patch its own object's generation annotations": func() error {
+			tn := tenant(a)
+			return mgmtA.Patch(ctx, tn, merge(`{"metadata":{"annotations":{"`+keys.RemoteGeneration+`":"`+tn.Annotations[keys.RemoteGeneration]+
+				`","`+keys.LocalGeneration+`":"`+tn.Annotations[keys.LocalGeneration]+`"}}}`))
 		},
 		"update its own object's status": func() error { return mgmtA.Status().Update(ctx, tenant(a)) },
 		"update its own object with its finalizers as they are": func() error {
