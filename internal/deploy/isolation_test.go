@@ -7,19 +7,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,15 +31,17 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
+	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // The management base is accepted by a real API server, and its admission policy alone (the
 // caller is also in system:masters, so RBAC allows everything) keeps a region's identity to its
-// own objects (and on them to what its agent writes), Lease and Region, with the policy's own
-// messages (an expression that fails to evaluate denies too, with another message), and leaves
-// other users alone.
+// own objects (and on them to what its agent writes), Lease, Region and Events (in both Event
+// APIs, also where RBAC refuses the shipped identities), with the policy's own messages (an
+// expression that fails to evaluate denies too, with another message), and leaves other users
+// alone.
 func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	objs, err := Render("../../deploy/kustomize/management")
 	if err != nil {
@@ -130,6 +136,33 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	denied("write another annotation on its own object", us.Update(ctx, foreignKey))
 	denied("delete its own object", us.Delete(ctx, fin.DeepCopy()))
 
+	// Events: only its own, whichever API serves them.
+	event := func(name, region string) *corev1.Event {
+		ev := testEvent("tenant-a", name, own)
+		if region != "" {
+			ev.Labels = map[string]string{config.RegionLabel: region}
+		}
+		return ev
+	}
+	euEvent := event("eu-warning", "eu")
+	if err := admin.Create(ctx, euEvent); err != nil {
+		t.Fatal(err)
+	}
+	denied("patch another region's Event", us.Patch(ctx, euEvent.DeepCopy(), merge(`{"type":"Normal"}`)))
+	denied("annotate another region's Event through events.k8s.io", us.Patch(ctx,
+		&eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: euEvent.Namespace, Name: euEvent.Name}}, merge(`{"metadata":{"annotations":{"example.com/verdict":"benign"}}}`)))
+	normal := euEvent.DeepCopy()
+	normal.Type = corev1.EventTypeNormal
+	denied("update another region's Event", us.Update(ctx, normal))
+	denied("delete another region's Event", us.Delete(ctx, euEvent.DeepCopy()))
+	denied("create an Event labelled for another region", us.Create(ctx, event("forged", "eu")))
+	denied("create an unlabelled Event", us.Create(ctx, event("anonymous", "")))
+	ownEvent := event("us-warning", "us")
+	allowed("create its own Event", us.Create(ctx, ownEvent))
+	allowed("patch its own Event", us.Patch(ctx, ownEvent, merge(`{"count":2}`)))
+	denied("give its own Event to another region", us.Patch(ctx, ownEvent.DeepCopy(), merge(`{"metadata":{"labels":{"`+config.RegionLabel+`":"eu"}}}`)))
+	allowed("delete its own Event", us.Delete(ctx, ownEvent))
+
 	lease := func(name string) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "regionsync-system", Name: name}}
 	}
@@ -167,6 +200,19 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 }
 
 func merge(patch string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(patch)) }
+
+// testEvent is a Warning Event named name about obj, as the agents write them on management.
+func testEvent(namespace, name string, obj client.Object) *corev1.Event {
+	now := metav1.Now()
+	return &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		InvolvedObject: corev1.ObjectReference{APIVersion: demov1alpha1.GroupVersion.String(), Kind: "Tenant",
+			Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()},
+		Type: corev1.EventTypeWarning, Reason: syncer.ReasonAdoptionRefused, Message: "an unmarked object is in the way",
+		Source: corev1.EventSource{Component: syncer.EventSource}, ReportingController: syncer.EventSource,
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+}
 
 // mechanism is what must refuse a region's request: RBAC (the shipped roles) or the admission
 // policy, each asserted so that a refusal for another reason cannot pass for isolation.
@@ -458,4 +504,134 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestRegionCredentialEvents: as a region's real identity (the shipped overlays applied), a
+// region cannot rewrite the audit trail: it cannot patch (turn a Warning into a Normal, bump a
+// count, relabel), update or delete another region's Event, nor patch an Event of another
+// writer, nor create one labelled for another region or unlabelled; each refused by RBAC or the
+// admission policy as asserted, and the Events are unchanged. The agents' own Events, written by
+// the engine's management recorder with the shipped RBAC, still aggregate: a repeated Event is
+// one Event whose count the recorder's patches bump.
+func TestRegionCredentialEvents(t *testing.T) {
+	cluster, regionClients := shippedManagement(t, nil)
+	admin := cluster.Client
+	ctx := context.Background()
+	const a, b = "us-east-1", "eu-west-1"
+	us := regionClients[a]
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-acme"}}); err != nil {
+		t.Fatal(err)
+	}
+	tenants := map[string]*demov1alpha1.Tenant{}
+	for _, r := range []string{a, b} {
+		tenants[r] = &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-acme", Name: "acme-" + r,
+			Labels: map[string]string{config.RegionLabel: r}}, Spec: demov1alpha1.TenantSpec{DisplayName: "Acme", Plan: "team"}}
+		if err := admin.Create(ctx, tenants[r]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// recorder is region r's agent's management event recorder, as that region's identity.
+	recorder := func(r string) *syncer.EventRecorder {
+		cfg := cluster.ServiceAccountConfig("regionsync-system", "region-"+r)
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := syncer.NewManagementEventRecorder(cfg, hc, testenv.Scheme(), r, testr.New(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rec.Shutdown)
+		return rec
+	}
+	// agentEvent waits for the one Event of reason about obj, labelled for region r, with count.
+	agentEvent := func(r string, obj client.Object, reason string, count int32) *corev1.Event {
+		t.Helper()
+		var found *corev1.Event
+		testenv.Eventually(t, fmt.Sprintf("%s's %s Event about %s with count %d", r, reason, obj.GetName(), count), 30*time.Second, func() error {
+			list := &corev1.EventList{}
+			if err := admin.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{config.RegionLabel: r}); err != nil {
+				return err
+			}
+			var seen []string
+			for i, ev := range list.Items {
+				if ev.InvolvedObject.Name == obj.GetName() && ev.Reason == reason {
+					seen = append(seen, fmt.Sprintf("%s count %d", ev.Name, ev.Count))
+					found = &list.Items[i]
+				}
+			}
+			if len(seen) != 1 || found.Count != count {
+				return fmt.Errorf("events: %v", seen)
+			}
+			return nil
+		})
+		return found
+	}
+
+	// Region b's agent reports a refused adoption; another writer (no region) a Warning of its own.
+	recorder(b).Eventf(tenants[b], nil, corev1.EventTypeWarning, syncer.ReasonAdoptionRefused, "Adopt", "an unmarked object is in the way in region %s", b)
+	bEvent := agentEvent(b, tenants[b], syncer.ReasonAdoptionRefused, 1)
+	other := testEvent("tenant-acme", "acme-"+b+".operator", tenants[b])
+	other.Reason, other.Source, other.ReportingController = "BackupFailed", corev1.EventSource{Component: "backup-operator"}, "backup-operator"
+	if err := admin.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	wrote := func(r string) *corev1.Event {
+		ev := testEvent("tenant-acme", "", tenants[a])
+		ev.GenerateName = "forged-"
+		if r != "" {
+			ev.Labels = map[string]string{config.RegionLabel: r}
+		}
+		return ev
+	}
+	for _, c := range []struct {
+		what string
+		by   mechanism
+		do   func() error
+	}{
+		{"turn b's Warning into a Normal (merge patch)", byPolicy, func() error {
+			return us.Patch(ctx, bEvent.DeepCopy(), merge(`{"type":"Normal","reason":"Synced","message":"all good"}`))
+		}},
+		{"bump b's Event's count (strategic merge patch, as client-go's correlator)", byPolicy, func() error {
+			return us.Patch(ctx, bEvent.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, []byte(`{"count":7}`)))
+		}},
+		{"relabel b's Event as its own", byPolicy, func() error {
+			return us.Patch(ctx, bEvent.DeepCopy(), merge(`{"metadata":{"labels":{"`+config.RegionLabel+`":"`+a+`"}}}`))
+		}},
+		{"patch another writer's Event", byPolicy, func() error {
+			return us.Patch(ctx, other.DeepCopy(), merge(`{"type":"Normal"}`))
+		}},
+		{"update b's Event", byRBAC, func() error {
+			ev := bEvent.DeepCopy()
+			ev.Type = corev1.EventTypeNormal
+			return us.Update(ctx, ev)
+		}},
+		{"delete b's Event", byRBAC, func() error { return us.Delete(ctx, bEvent.DeepCopy()) }},
+		{"annotate b's Event through events.k8s.io", byRBAC, func() error {
+			return us.Patch(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: bEvent.Namespace, Name: bEvent.Name}}, merge(`{"metadata":{"annotations":{"example.com/verdict":"benign"}}}`))
+		}},
+		{"create an Event labelled for b", byPolicy, func() error { return us.Create(ctx, wrote(b)) }},
+		{"create an unlabelled Event", byPolicy, func() error { return us.Create(ctx, wrote("")) }},
+	} {
+		if err := refusedBy(c.do(), c.by, a); err != nil {
+			t.Errorf("region %s: %s: %v", a, c.what, err)
+		}
+	}
+	for _, ev := range []*corev1.Event{bEvent, other} {
+		got := &corev1.Event{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(ev), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Type != ev.Type || got.Reason != ev.Reason || got.Message != ev.Message || got.Count != ev.Count ||
+			!maps.Equal(got.Labels, ev.Labels) {
+			t.Errorf("Event %s changed: %s %s %q count %d labels %v", ev.Name, got.Type, got.Reason, got.Message, got.Count, got.Labels)
+		}
+	}
+
+	// Region a's own Events aggregate through the shipped RBAC and the policy.
+	rec := recorder(a)
+	for range 3 {
+		rec.Eventf(tenants[a], nil, corev1.EventTypeWarning, syncer.ReasonStatusRefused, "Sync", "management refused the status")
+	}
+	agentEvent(a, tenants[a], syncer.ReasonStatusRefused, 3)
 }
