@@ -360,8 +360,8 @@ func TestRegionCredentialAllowList(t *testing.T) {
 		}
 		return c
 	}
-	// claim adds finalizer as the agent does: a merge patch with an optimistic lock.
-	claim := func(o client.Object, finalizer string) error {
+	// claimWith adds finalizer as the agent claims an object: a merge patch with an optimistic lock.
+	claimWith := func(o client.Object, finalizer string) error {
 		o = fresh(o)
 		before := o.DeepCopyObject().(client.Object)
 		o.SetFinalizers(append(o.GetFinalizers(), finalizer))
@@ -374,16 +374,16 @@ func TestRegionCredentialAllowList(t *testing.T) {
 	}
 
 	// What the agent writes.
-	allowed("claim its object (its finalizer)", claim(tenant, keys.Finalizer))
+	allowed("claim its object (its finalizer)", claimWith(tenant, keys.Finalizer))
 	allowed("write the generation annotations", annotations(tenant, map[string]string{keys.RemoteGeneration: "1", keys.LocalGeneration: "1"}))
 	allowed("write the applied-content hash and the fan-out report", annotations(tenant, map[string]string{keys.AppliedHash: "3f2a", fanOutReport: `{"matched":2,"current":2}`}))
 	st := fresh(tenant).(*demov1alpha1.Tenant)
 	st.Status.Phase = "Ready"
 	allowed("upload the status", us.Status().Update(ctx, st))
-	allowed("claim a ConfigMap", claim(cm, keys.Finalizer))
+	allowed("claim a ConfigMap", claimWith(cm, keys.Finalizer))
 	allowed("write a ConfigMap's applied-content hash", annotations(cm, map[string]string{keys.AppliedHash: "9c1e"}))
 	dropInKeys := shard.NewKeys("cloud.teleport.dev")
-	allowed("claim with the drop-in domain's finalizer", claim(dropIn, dropInKeys.Finalizer))
+	allowed("claim with the drop-in domain's finalizer", claimWith(dropIn, dropInKeys.Finalizer))
 	allowed("write the drop-in domain's generation annotations", annotations(dropIn, map[string]string{dropInKeys.RemoteGeneration: "1", dropInKeys.LocalGeneration: "1"}))
 	upload := &corev1.Secret{}
 	if err := us.Get(ctx, client.ObjectKeyFromObject(secret), upload); err != nil {
