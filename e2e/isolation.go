@@ -28,6 +28,7 @@ import (
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
+	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -65,8 +66,9 @@ func refusedBy(err error, m mechanism) error {
 }
 
 // isolation proves the isolation of regions on management as the real identities: region A's
-// identity is refused on region B's objects, Secret, Lease and Region, on new Lease names, and on
-// its own objects' spec and labels; A's own writes succeed; the agents still sync.
+// identity is refused on region B's objects, Secret, Lease, Region and Events, on new Lease names,
+// and on its own objects' spec, labels, other annotations and owner references; A's own writes
+// succeed; the agents still sync.
 func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	ctx := context.Background()
 	a, b := f.Regions()[0], f.Regions()[1]
@@ -118,6 +120,22 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	if !slices.Contains(bTenant.Finalizers, keys.Finalizer) {
 		t.Fatalf("%s's Tenant has no finalizer %s to protect: %v", b, keys.Finalizer, bTenant.Finalizers)
 	}
+	// An Event B's agent wrote on management: labelled with B's region, the only region that may
+	// patch it.
+	waitEvent(t, admin, tenantNamespace, bTenant.Name, syncer.ReasonNamespaceCreated)
+	bEvents := &corev1.EventList{}
+	if err := admin.List(ctx, bEvents, client.InNamespace(tenantNamespace), client.MatchingLabels{config.RegionLabel: b}); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(bEvents.Items, func(ev corev1.Event) bool {
+		return ev.InvolvedObject.Name == bTenant.Name && ev.Reason == syncer.ReasonNamespaceCreated
+	})
+	if i < 0 {
+		t.Fatalf("%s's %s Event about %s is not labelled %s=%s", b, syncer.ReasonNamespaceCreated, bTenant.Name, config.RegionLabel, b)
+	}
+	bEvent := bEvents.Items[i]
+	forgedEvent := bEvent.DeepCopy()
+	forgedEvent.ObjectMeta = metav1.ObjectMeta{Namespace: tenantNamespace, GenerateName: "forged-", Labels: map[string]string{config.RegionLabel: b}}
 
 	refused := []struct {
 		what string
@@ -184,6 +202,22 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 			tn.Finalizers = append(tn.Finalizers, "example.com/keep")
 			return mgmtA.Update(ctx, tn)
 		}},
+		{"write another annotation on its own object", byPolicy, func() error {
+			return mgmtA.Patch(ctx, tenant(a), merge(`{"metadata":{"annotations":{"e2e.regionsync.dev/touched":"yes"}}}`))
+		}},
+		{"give its own object an owner that does not exist (the garbage collector would delete it)", byPolicy, func() error {
+			return mgmtA.Patch(ctx, tenant(a), merge(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"6d1f0c52-3c38-4b1a-9d2e-5a8d3c0b7e41"}]}}`))
+		}},
+		{"turn B's Event into a Normal", byPolicy, func() error {
+			return mgmtA.Patch(ctx, bEvent.DeepCopy(), merge(`{"type":"Normal","message":"all good"}`))
+		}},
+		{"update B's Event", byRBAC, func() error {
+			ev := bEvent.DeepCopy()
+			ev.Message = "all good"
+			return mgmtA.Update(ctx, ev)
+		}},
+		{"delete B's Event", byRBAC, func() error { return mgmtA.Delete(ctx, bEvent.DeepCopy()) }},
+		{"create an Event labelled for B", byPolicy, func() error { return mgmtA.Create(ctx, forgedEvent) }},
 		{"move its Lease's registration time back", byPolicy, func() error {
 			l := lease(a)
 			if l.Annotations[claim.RegisteredAnnotation] == "" {
@@ -201,19 +235,31 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 			t.Errorf("region %s's identity: %s: %v", a, c.what, err)
 		}
 	}
-	// B's object is as B's agent left it.
+	// B's object and Event are as B's agent left them, A's object as management wrote it.
 	after := tenant(b)
 	if after.Spec != bTenant.Spec || !slices.Contains(after.Finalizers, keys.Finalizer) ||
 		after.Annotations["e2e.regionsync.dev/forged"] != "" || after.Status.Phase != tenantoperator.PhaseReady {
 		t.Errorf("%s's Tenant changed: spec %+v finalizers %v status %+v", b, after.Spec, after.Finalizers, after.Status)
 	}
+	afterEvent := &corev1.Event{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(&bEvent), afterEvent); err != nil {
+		t.Fatal(err)
+	}
+	if afterEvent.Type != bEvent.Type || afterEvent.Message != bEvent.Message {
+		t.Errorf("%s's Event %s changed: %s %q", b, bEvent.Name, afterEvent.Type, afterEvent.Message)
+	}
+	if own := tenant(a); own.Annotations["e2e.regionsync.dev/touched"] != "" || len(own.OwnerReferences) > 0 {
+		t.Errorf("%s's Tenant changed: annotations %v owners %v", a, own.Annotations, own.OwnerReferences)
+	}
 
-	// What A's agent does on management is allowed: its own object's annotations and status,
-	// its own Secret, Lease and Region status. Writes are of the current state (a conflict with
-	// the running agent is retried), so the agents' work is not disturbed.
+	// What A's agent does on management is allowed: its own object's generation annotations and
+	// status, its own Secret, Lease and Region status. Writes are of the current state (a conflict
+	// with the running agent is retried), so the agents' work is not disturbed.
 	allowed := map[string]func() error{
-		"patch its own object's annotations": func() error {
-			return mgmtA.Patch(ctx, tenant(a), merge(`{"metadata":{"annotations":{"e2e.regionsync.dev/touched":"yes"}}}`))
+		"patch its own object's generation annotations": func() error {
+			tn := tenant(a)
+			return mgmtA.Patch(ctx, tn, merge(`{"metadata":{"annotations":{"`+keys.RemoteGeneration+`":"`+tn.Annotations[keys.RemoteGeneration]+
+				`","`+keys.LocalGeneration+`":"`+tn.Annotations[keys.LocalGeneration]+`"}}}`))
 		},
 		"update its own object's status": func() error { return mgmtA.Status().Update(ctx, tenant(a)) },
 		"update its own object with its finalizers as they are": func() error {

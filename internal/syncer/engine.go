@@ -66,7 +66,7 @@ type Engine struct {
 	identity *identityPin
 	// localEvents and remoteEvents write the engine's Events to each cluster (events.go);
 	// remoteEvents is set with the session.
-	localEvents, remoteEvents *eventRecorder
+	localEvents, remoteEvents *EventRecorder
 }
 
 // Params are what NewEngine needs.
@@ -106,7 +106,7 @@ func NewEngine(p Params) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
-	if e.localEvents, err = newEventRecorder(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), p.Log.WithName("local-events")); err != nil {
+	if e.localEvents, err = newEventRecorder(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), nil, p.Log.WithName("local-events")); err != nil {
 		return nil, fmt.Errorf("local events: %w", err)
 	}
 	localEvents := e.localEvents

@@ -40,7 +40,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if e.remoteEvents, err = newEventRecorder(e.remoteConfig, remote.GetHTTPClient(), e.mgr.GetScheme(), e.log.WithName("management-events")); err != nil {
+	if e.remoteEvents, err = NewManagementEventRecorder(e.remoteConfig, remote.GetHTTPClient(), e.mgr.GetScheme(), e.cfg.Region, e.log.WithName("management-events")); err != nil {
 		return fmt.Errorf("management events: %w", err)
 	}
 	defer e.remoteEvents.Shutdown()
