@@ -14,7 +14,8 @@ import (
 
 // A management outage reads as an outage in the log: a line when it starts and one when it ends,
 // per-object retries at V(1), and no error line for any expected failure (connection refused,
-// a lost claim's refused writes, timeouts). Objects keep changing locally during the outage, so
+// a lost claim's refused writes, timeouts); and it is not news on management: at most 0.1
+// management Event writes per operation. Objects keep changing locally during the outage, so
 // every one of them fails and retries its status upload throughout; the outage outlasts the
 // claim's renew deadline, so the claim is lost and regained too.
 func TestOutageLogsOnce(t *testing.T) {
@@ -31,6 +32,9 @@ func TestOutageLogsOnce(t *testing.T) {
 		e.waitSynced(ns, "acme")
 	}
 	errorsBefore := len(e.log.ErrorLines())
+	e.remoteWrites.take()
+	e.localWrites.take()
+	eventsBefore := e.remoteWrites.eventWrites()
 
 	const outage = 50 * time.Second
 	e.proxy.Down()
@@ -45,6 +49,8 @@ func TestOutageLogsOnce(t *testing.T) {
 			if err := e.local.Status().Update(e.ctx, o); err != nil {
 				t.Logf("local status in %s: %v", ns, err) // a conflict with the operator: the next round writes
 			}
+			// Management users go on working (the test's client reaches management directly).
+			e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = int32(round + 2) })
 		}
 		time.Sleep(5 * time.Second)
 	}
@@ -70,17 +76,30 @@ func TestOutageLogsOnce(t *testing.T) {
 	})
 	// A spec change after the outage flows once the management watch is back: client-go's
 	// reflector backs off while management is down (up to 30 s between attempts), so allow it.
-	e.setRemote(namespaces[0], "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 4 })
+	e.setRemote(namespaces[0], "acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 40 })
 	testenv.Eventually(t, "the spec changed after the outage reaches the copy", 90*time.Second, func() error {
 		l, err := e.getLocal(namespaces[0], "acme")
 		if err != nil {
 			return err
 		}
-		if l.Spec.Replicas != 4 {
+		if l.Spec.Replicas != 40 {
 			return fmt.Errorf("replicas %d", l.Spec.Replicas)
 		}
 		return nil
 	})
+
+	e.settle(3 * time.Second)
+	// Management Events per operation (a sync write on either cluster): an Event is for a
+	// person, and an outage is not news about every object.
+	ops := e.remoteWrites.count() + e.localWrites.count()
+	events := e.remoteWrites.eventWrites() - eventsBefore
+	t.Logf("%d operations, %d management Event writes (%.2f per operation)", ops, events, float64(events)/float64(max(ops, 1)))
+	if ops == 0 {
+		t.Fatal("no operation counted: the test measured nothing")
+	}
+	if float64(events) > 0.1*float64(ops) {
+		t.Errorf("%d management Event writes for %d operations, want at most 0.1 per operation", events, ops)
+	}
 
 	errorLines := e.log.ErrorLines()[errorsBefore:]
 	perMinute := float64(len(errorLines)) / down.Minutes()
