@@ -377,6 +377,8 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		available:           make(chan struct{}),
 	}
 	r.Budget = r.newBudget(e.cfg.DeletionBudget)
+	r.createdEvents = newBulkEvents(e.localEvents, ReasonCreated, "Sync", r.Name()+" copies created from management")
+	r.namespaceEvents = newBulkEvents(e.remoteEvents, ReasonNamespaceCreated, "Sync", "local namespaces created in region "+e.cfg.Region)
 	return r
 }
 

@@ -261,7 +261,7 @@ func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstruct
 				return nil, reconcile.Result{}, err
 			default:
 				r.rememberCreated(localKey, created)
-				r.LocalEvents.Eventf(created, nil, corev1.EventTypeNormal, ReasonCreated, "Sync", "created from management object %s", objectRef(remote))
+				r.createdEvents.add(created, localKey.String(), "created from management object "+objectRef(remote).String())
 				return created, reconcile.Result{}, nil
 			}
 		}
@@ -304,7 +304,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, remote *unstructured.U
 			return false, reconcile.Result{}, fmt.Errorf("creating local namespace %s: %w", localKey.Namespace, err)
 		}
 		r.namespaces.Store(localKey.Namespace, time.Now())
-		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeNormal, ReasonNamespaceCreated, "Sync", "created local namespace %s in region %s", localKey.Namespace, r.Region)
+		r.namespaceEvents.add(remote, localKey.Namespace, fmt.Sprintf("created local namespace %s in region %s", localKey.Namespace, r.Region))
 		return true, reconcile.Result{}, nil
 	case err != nil:
 		return false, reconcile.Result{}, fmt.Errorf("reading local namespace %s: %w", localKey.Namespace, err)

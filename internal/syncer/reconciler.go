@@ -69,6 +69,9 @@ type Reconciler struct {
 
 	LocalEvents  events.EventRecorder
 	RemoteEvents events.EventRecorder
+	// createdEvents and namespaceEvents report routine creations in bulk (bulkevents.go): the
+	// copies created, in the region; the local namespaces created, on management.
+	createdEvents, namespaceEvents *bulkEvents
 
 	// Budget holds the deletions the remote side causes (orphans, mass termination) beyond the
 	// deletion budget.
