@@ -163,6 +163,39 @@ func TestLegacyCopyPausedLocally(t *testing.T) {
 	})
 }
 
+// A paused unmarked object that appears at a mapped name after the agent started (after its
+// listing of unmarked objects) is found when the copy is to be created: its management object is
+// claimed by then, but the object is not taken over and no generation annotations are written.
+func TestLegacyCopyPausedAfterStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withLegacyDomain())
+	liveNS := e.remoteNamespace("la-live")
+	e.tenant(liveNS, "live", "Live")
+	e.waitSynced(liveNS, "live")
+
+	ns := e.legacyNamespace("la-frozen", "frozen")
+	frozen := e.legacyCopy(ns, "frozen", "old", annotate(e.keys.Paused, "true"))
+	e.tenant(ns, "frozen", "new")
+	e.eventually("the paused object counted paused", func() error {
+		for _, s := range e.syncer.Stats() {
+			if n := s.Counts[string(syncer.StatePaused)]; n != 1 {
+				return fmt.Errorf("%s: %d paused", s.Resource, n)
+			}
+		}
+		return nil
+	})
+	testenv.Consistently(t, "the paused object untouched, no generations recorded", 3*time.Second, func() error {
+		r, err := e.getRemote(ns, "frozen")
+		if err != nil {
+			return err
+		}
+		if r.Annotations[e.keys.RemoteGeneration] != "" || r.Annotations[e.keys.LocalGeneration] != "" {
+			return fmt.Errorf("generation annotations written: %v", r.Annotations)
+		}
+		return e.untouchedLegacy(ns, "frozen", frozen, "")
+	})
+}
+
 // A sync-controller copy whose management object no longer exists is taken over in place and
 // deleted with the namespace sync-controller created for it, as sync-controller would have. What
 // is not provably such a copy stays: a copy in a namespace sync-controller did not create, one
