@@ -92,10 +92,12 @@ type compatCase struct {
 	check                              func(t *testing.T, c *compatFixture)
 }
 
+// minAvailable is a spec with only MinAvailable set, as the cases write it.
 func minAvailable(n int) policyv1.PodDisruptionBudgetSpec {
 	return policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(n)))}
 }
 
+// currentHealthy is a status with only CurrentHealthy set, as the cases write it.
 func currentHealthy(n int32) policyv1.PodDisruptionBudgetStatus {
 	return policyv1.PodDisruptionBudgetStatus{CurrentHealthy: n}
 }
