@@ -215,8 +215,9 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 }
 
 // enqueueAll adds to the low-priority feed every shard object of r's kind in the management
-// cache and the remote object of every marked local copy (a copy whose remote object is gone is
-// an orphan to handle).
+// cache, the remote object of every marked local copy (a copy whose remote object is gone is
+// an orphan to handle), and that of every unmarked object at a mapped name (listUnmarked: a copy
+// sync-controller left may be paused, or its remote object gone).
 func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowfeed.Feed) error {
 	ctx, cancel := context.WithTimeout(ctx, cacheWaitTimeout)
 	defer cancel()
@@ -239,6 +240,13 @@ func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowfeed.Fee
 		for _, req := range e.remoteRequest(objectRef(&local.Items[i])) {
 			low.Add(req)
 		}
+	}
+	unmarked, err := r.listUnmarked(ctx)
+	if err != nil {
+		return fmt.Errorf("listing local %s objects without a region mark: %w", r.Name(), err)
+	}
+	for _, key := range unmarked {
+		low.Add(reconcile.Request{NamespacedName: key})
 	}
 	return nil
 }

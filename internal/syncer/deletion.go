@@ -28,12 +28,19 @@ const heldRequeue = 30 * time.Second
 // remoteDeleting handles a terminating remote object: the local copy (or the namespace the agent
 // created for it) is deleted first, within the deletion budget (a mass termination is held like
 // a mass disappearance, the finalizer kept); once the copy is gone, the finalizer is released.
-func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstructured.Unstructured) (reconcile.Result, error) {
+// An unmarked object at the mapped name (unmarked) is taken over for its deletion first when it
+// is a copy sync-controller left; any other is left in the region.
+func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local, unmarked *unstructured.Unstructured) (reconcile.Result, error) {
 	if local != nil && r.isMarked(local) {
 		if !local.GetDeletionTimestamp().IsZero() {
 			return reconcile.Result{}, nil // its deletion event brings us back
 		}
 		return r.budgetedDelete(ctx, objectRef(remote), local, false, "management object "+objectRef(remote).String()+" is being deleted")
+	}
+	if local == nil && unmarked != nil {
+		if legacy, result, err := r.takeOverForDeletion(ctx, objectRef(remote), remote, unmarked); legacy || err != nil {
+			return result, err
+		}
 	}
 	if !controllerutil.ContainsFinalizer(remote, r.Keys.Finalizer) {
 		return reconcile.Result{}, nil
@@ -48,8 +55,82 @@ func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local *unstruct
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
 	}
 	r.count(telemetry.DirectionDelete, telemetry.ResultWritten)
-	logr.FromContextOrDiscard(ctx).Info("local copy gone; remote finalizer released")
+	if unmarked != nil {
+		logr.FromContextOrDiscard(ctx).Info("remote finalizer released; the unmarked local object at the mapped name is not regionsync's copy and stays")
+	} else {
+		logr.FromContextOrDiscard(ctx).Info("local copy gone; remote finalizer released")
+	}
 	return reconcile.Result{}, nil
+}
+
+// takeOverForDeletion takes over in place, so that it is deleted like any copy, an unmarked
+// object at the mapped name whose remote object is gone (remote nil) or being deleted, when it is
+// a copy sync-controller left for this shard: it carries no region's mark at all (an object
+// marked for another region is that region's copy), it lives in a namespace created for it (the
+// namespace's owner annotation names it, and its owner-kind annotation, when present, its kind),
+// and, when the remote object is gone, its labels match the shard's label selector (a copy
+// carries its management object's labels). The object gets the region's mark (and the remote UID
+// when the remote object is there), in a write that fails when the object changed since it was
+// read; its event brings the pass back, and the copy is then deleted with its namespace through
+// the deletion budget, after management itself answered "not found" for a vanished object, or
+// held, exactly as a copy regionsync made. legacy reports whether the object is such a copy; any
+// other object is left alone. Protected namespaces never get here (skipUnmappable), and a paused
+// copy is never taken over.
+func (r *Reconciler) takeOverForDeletion(ctx context.Context, remoteKey types.NamespacedName, remote, unmarked *unstructured.Unstructured) (legacy bool, _ reconcile.Result, _ error) {
+	if _, marked := unmarked.GetLabels()[r.Keys.Region]; marked {
+		return false, reconcile.Result{}, nil
+	}
+	if remote == nil && !r.Mapper.MatchesLabels(unmarked.GetLabels()) {
+		return false, reconcile.Result{}, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.LocalAPI.Get(ctx, types.NamespacedName{Name: unmarked.GetNamespace()}, ns); err != nil {
+		return false, reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("reading local namespace %s: %w", unmarked.GetNamespace(), err))
+	}
+	if !r.ownsNamespace(ns, unmarked) {
+		return false, reconcile.Result{}, nil
+	}
+	switch {
+	case r.Keys.IsPaused(unmarked.GetAnnotations()):
+		r.count(telemetry.DirectionDelete, telemetry.ResultPaused)
+		return true, reconcile.Result{RequeueAfter: unmarkedRecheck}, nil
+	case !unmarked.GetDeletionTimestamp().IsZero() || !ns.DeletionTimestamp.IsZero():
+		return true, reconcile.Result{RequeueAfter: waitRequeue}, nil // going already: wait until it is gone
+	}
+	why := "management object " + remoteKey.String() + " no longer exists"
+	marked := unmarked.DeepCopy()
+	labels := marked.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[r.Keys.Region] = r.Region
+	marked.SetLabels(labels)
+	if remote != nil {
+		why = "management object " + remoteKey.String() + " is being deleted"
+		annotations := marked.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[r.Keys.RemoteUID] = string(remote.GetUID())
+		marked.SetAnnotations(annotations)
+	}
+	err := r.write(ctx, sideLocal, "take over for deletion", marked, func(ctx context.Context) error {
+		return r.Local.Patch(ctx, marked, client.MergeFromWithOptions(unmarked, client.MergeFromWithOptimisticLock{}))
+	})
+	if apierrors.IsNotFound(err) {
+		return true, reconcile.Result{}, nil // gone meanwhile
+	}
+	if err != nil {
+		r.countFailure(telemetry.DirectionDown, err)
+		return true, reconcile.Result{}, fmt.Errorf("taking over local %s for its deletion: %w", objectRef(unmarked), err)
+	}
+	// The key stays listed until the local cache shows the marked copy: a pass before that
+	// reads it directly (readListedUnmarked) instead of finding nothing at the mapped name.
+	r.count(telemetry.DirectionDown, telemetry.ResultWritten)
+	logr.FromContextOrDiscard(ctx).Info("copy left by sync-controller taken over for its deletion", "reason", why)
+	r.LocalEvents.Eventf(marked, nil, corev1.EventTypeNormal, ReasonAdopted, "Adopt",
+		"taken over for its deletion (%s): it lives in namespace %s, created for it", why, ns.Name)
+	return true, reconcile.Result{}, nil
 }
 
 // orphaned handles a local copy whose remote object is not in the management cache. It is

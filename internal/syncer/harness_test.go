@@ -203,6 +203,7 @@ type envSetup struct {
 	proxyDown     bool         // start with management unreachable behind a proxy
 	useProxy      bool
 	tracer        trace.TracerProvider
+	startLater    bool // the test calls e.start() itself (after creating what the agent must find at its start)
 }
 
 func withConfig(edit func(*config.AgentConfig)) envOption { return func(s *envSetup) { s.edit = edit } }
@@ -218,8 +219,10 @@ func withTracerProvider(tp trace.TracerProvider) envOption {
 func withProxy(down bool) envOption {
 	return func(s *envSetup) { s.useProxy, s.proxyDown = true, down }
 }
+func withStartLater() envOption { return func(s *envSetup) { s.startLater = true } }
 
-// newEnv configures an agent for this test (Tenants, the tenant-token secret) and starts it.
+// newEnv configures an agent for this test (Tenants, the tenant-token secret) and starts it
+// (withStartLater: the test starts it).
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	needFleet(t)
@@ -266,7 +269,9 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	if setup.localCfg != nil {
 		e.localCfg = setup.localCfg
 	}
-	e.start()
+	if !setup.startLater {
+		e.start()
+	}
 	t.Cleanup(e.stop)
 	return e
 }

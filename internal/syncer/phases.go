@@ -49,6 +49,15 @@ const (
 // does not watch (a terminating namespace or unmarked object).
 const waitRequeue = 2 * time.Second
 
+// unmarkedRecheck is how often an unmarked object that a pass left alone (adoption refused, or
+// paused) is looked at again: a local cache that holds only marked copies sends no event when
+// it changes.
+const unmarkedRecheck = time.Minute
+
+// errUnmarkedPaused ends a pass that found a paused unmarked object at the mapped name: it is
+// neither taken over nor adopted, and nothing else is written for it.
+var errUnmarkedPaused = errors.New("the local object at the mapped name is unmarked and paused")
+
 // conflictRequeue is how soon a pass that lost an optimistic-concurrency race runs again (with a
 // fresh read); refusedStatusRetry how often a status management refused is offered again when
 // nothing else changes.
@@ -338,10 +347,16 @@ func (r *Reconciler) lookupExisting(ctx context.Context, remote *unstructured.Un
 // adoptOrRefuse applies the adoption rules to an unmarked local object at the mapped name: it is
 // taken over when adoption is configured, or when it lives in a namespace the agent (or
 // sync-controller, under the same annotation domain) created for this very object, the migration
-// path; otherwise it is left alone, reported, and looked at again later.
+// path; otherwise it is left alone, reported, and looked at again later. A paused object is
+// neither taken over nor adopted (errUnmarkedPaused).
 func (r *Reconciler) adoptOrRefuse(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, existing *unstructured.Unstructured) (*unstructured.Unstructured, reconcile.Result, error) {
 	if !existing.GetDeletionTimestamp().IsZero() {
 		return nil, reconcile.Result{RequeueAfter: waitRequeue}, nil
+	}
+	if r.Keys.IsPaused(existing.GetAnnotations()) {
+		// Paused locally: never taken over (skipPaused stops the pass earlier when the pass
+		// read this object before its first write).
+		return nil, reconcile.Result{RequeueAfter: unmarkedRecheck}, errUnmarkedPaused
 	}
 	ns := &corev1.Namespace{}
 	if err := r.LocalAPI.Get(ctx, types.NamespacedName{Name: localKey.Namespace}, ns); err != nil {
@@ -357,7 +372,7 @@ func (r *Reconciler) adoptOrRefuse(ctx context.Context, remote *unstructured.Uns
 		msg := fmt.Sprintf("local %s exists and is not managed by regionsync; adoption is refused by configuration", localKey)
 		r.LocalEvents.Eventf(existing, nil, corev1.EventTypeWarning, ReasonAdoptionRefused, "Adopt", "%s", msg)
 		r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonAdoptionRefused, "Adopt", "%s in region %s", msg, r.Region)
-		return nil, reconcile.Result{RequeueAfter: time.Minute}, nil
+		return nil, reconcile.Result{RequeueAfter: unmarkedRecheck}, nil
 	}
 	r.LocalEvents.Eventf(existing, nil, corev1.EventTypeNormal, ReasonAdopted, "Adopt", "adopted for management object %s", objectRef(remote))
 	return existing, reconcile.Result{}, nil

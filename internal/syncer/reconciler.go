@@ -20,8 +20,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -101,6 +104,10 @@ type Reconciler struct {
 	// created holds copies this replica created that the local cache has not shown yet (see
 	// readLocal), by local key.
 	created memo[types.NamespacedName, createdCopy]
+	// unmarkedKeys are the remote keys at whose mapped name the claim period's listing found an
+	// object without any region's mark (listUnmarked): sync-controller's copies above all, which
+	// a local cache holding only marked copies never shows. A pass reads that object directly.
+	unmarkedKeys memo[types.NamespacedName, struct{}]
 	// available is closed once the kind's informers exist on both clusters.
 	available chan struct{}
 	// firstPass is set once every shard object in the management cache has been reconciled;
@@ -271,6 +278,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if s.localKey.Name != "" {
 			r.created.Delete(s.localKey)
 		}
+		r.unmarkedKeys.Delete(req.NamespacedName)
 	}
 	return result, err
 }
@@ -446,13 +454,81 @@ func (r *Reconciler) readLocal(ctx context.Context, s *scope) (bool, error) {
 		}
 		local = r.justCreated(s.localKey)
 	} else {
-		r.created.Delete(s.localKey) // the cache has caught up
+		r.created.Delete(s.localKey)                // the cache has caught up
+		r.unmarkedKeys.Delete(s.req.NamespacedName) // and shows what is at the mapped name
+	}
+	if local == nil {
+		var err error
+		if local, err = r.readListedUnmarked(ctx, s); err != nil {
+			return true, err
+		}
 	}
 	if local != nil && !r.isMarked(local) {
 		s.unmarked, local = local, nil
 	}
 	s.local = local
 	return false, nil
+}
+
+// readListedUnmarked reads, from the API server, the object at the mapped name when the claim
+// period's listing found an unmarked one there (listUnmarked) and the local cache does not show
+// it: its pause, and whether it is a copy sync-controller left, decide what the pass may write
+// (before the claim, and before a management object being deleted is released). Nil when the key
+// was not listed, or the object is gone. The key stays listed until the cache shows an object at
+// the mapped name (readLocal): a copy just taken over is read here until then.
+func (r *Reconciler) readListedUnmarked(ctx context.Context, s *scope) (*unstructured.Unstructured, error) {
+	if _, ok := r.unmarkedKeys.Load(s.req.NamespacedName); !ok {
+		return nil, nil
+	}
+	obj := r.newObject()
+	if err := r.LocalAPI.Get(ctx, s.localKey, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.unmarkedKeys.Delete(s.req.NamespacedName)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading local %s: %w", s.localKey, err)
+	}
+	return obj, nil // unmarked; or marked (just taken over) before the cache shows it
+}
+
+// unmarkedPage is the page size of listUnmarked.
+const unmarkedPage = 500
+
+// listUnmarked lists from the API server, by metadata only, the kind's local objects that carry
+// no region's mark at a mapped name of the shard outside the protected namespaces (above all the
+// copies sync-controller left, which a local cache holding only marked copies never shows),
+// remembers them for readListedUnmarked, and returns their remote keys: the claim period's full
+// pass looks at each, also where the remote object is gone (a copy to delete).
+func (r *Reconciler) listUnmarked(ctx context.Context) ([]types.NamespacedName, error) {
+	noMark, err := labels.NewRequirement(r.Keys.Region, selection.DoesNotExist, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.unmarkedKeys.Clear()
+	var keys []types.NamespacedName
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(shard.ListGVK(r.GVK))
+	for {
+		opts := []client.ListOption{client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*noMark)}, client.Limit(unmarkedPage)}
+		if list.Continue != "" {
+			opts = append(opts, client.Continue(list.Continue))
+		}
+		if err := r.LocalAPI.List(ctx, list, opts...); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			local := objectRef(&list.Items[i])
+			remote, err := r.Mapper.ToRemote(local)
+			if err != nil || r.ProtectedNamespaces.Has(local.Namespace) {
+				continue
+			}
+			r.unmarkedKeys.Store(remote, struct{}{})
+			keys = append(keys, remote)
+		}
+		if list.Continue == "" {
+			return keys, nil
+		}
+	}
 }
 
 // createdMemo is how long a copy this replica created stands in for the local cache's answer
@@ -485,12 +561,22 @@ func (r *Reconciler) justCreated(key types.NamespacedName) *unstructured.Unstruc
 	return c.obj.DeepCopy()
 }
 
-// deleteOrphan handles a copy whose remote object is gone: deleted, held or kept.
+// deleteOrphan handles a copy whose remote object is gone: deleted, held or kept. An unmarked
+// object at the mapped name is taken over for its deletion when it is a copy sync-controller
+// left (takeOverForDeletion), and otherwise left alone.
 func (r *Reconciler) deleteOrphan(ctx context.Context, s *scope) (done bool, err error) {
 	if s.remote != nil {
 		return false, nil
 	}
 	s.state = stateGone
+	if s.local == nil && s.unmarked != nil {
+		var legacy bool
+		legacy, s.result, err = r.takeOverForDeletion(ctx, s.req.NamespacedName, nil, s.unmarked)
+		if legacy {
+			s.state = StatePending
+		}
+		return true, err
+	}
 	if s.local != nil {
 		s.state = StatePending
 	}
@@ -498,13 +584,20 @@ func (r *Reconciler) deleteOrphan(ctx context.Context, s *scope) (done bool, err
 	return true, err
 }
 
-// skipPaused ends the pass for an object paused on either side.
+// skipPaused ends the pass for an object paused on either side: on management, on its copy, or
+// on the unmarked object at the mapped name (a copy sync-controller left is never taken over
+// while paused; the pass looks at it again every unmarkedRecheck, as a local cache holding only
+// marked copies sends no event when its pause is removed).
 func (r *Reconciler) skipPaused(_ context.Context, s *scope) (bool, error) {
-	if !r.Keys.IsPaused(s.remote.GetAnnotations()) && (s.local == nil || !r.Keys.IsPaused(s.local.GetAnnotations())) {
+	unmarkedPaused := s.unmarked != nil && r.Keys.IsPaused(s.unmarked.GetAnnotations())
+	if !r.Keys.IsPaused(s.remote.GetAnnotations()) && (s.local == nil || !r.Keys.IsPaused(s.local.GetAnnotations())) && !unmarkedPaused {
 		return false, nil
 	}
 	s.state = StatePaused
 	r.count(telemetry.DirectionDown, telemetry.ResultPaused)
+	if unmarkedPaused {
+		s.result = reconcile.Result{RequeueAfter: unmarkedRecheck}
+	}
 	return true, nil
 }
 
@@ -514,7 +607,7 @@ func (r *Reconciler) followRemoteDeletion(ctx context.Context, s *scope) (done b
 		return false, nil
 	}
 	s.state = StatePending
-	s.result, err = r.remoteDeleting(ctx, s.remote, s.local)
+	s.result, err = r.remoteDeleting(ctx, s.remote, s.local, s.unmarked)
 	return true, err
 }
 
@@ -572,9 +665,15 @@ func (r *Reconciler) copyOfAnother(ctx context.Context, s *scope) bool {
 }
 
 // specDownPhase writes the copy; the pass ends pending while there is none yet to set
-// generations from (waiting, refused, failed).
+// generations from (waiting, refused, failed), paused when the object at the mapped name turned
+// out to be an unmarked paused one.
 func (r *Reconciler) specDownPhase(ctx context.Context, s *scope) (done bool, err error) {
 	s.local, s.result, err = r.specDown(ctx, s.remote, s.localKey, s.local, s.unmarked)
+	if errors.Is(err, errUnmarkedPaused) {
+		s.state = StatePaused
+		r.count(telemetry.DirectionDown, telemetry.ResultPaused)
+		return true, nil
+	}
 	if err != nil || s.local == nil {
 		s.state = StatePending
 		return true, err

@@ -668,7 +668,7 @@ func TestWritesPerChange(t *testing.T) {
 // and a namespace that controller created (owner name only) is recognised as owned.
 func TestSyncControllerCompatibility(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.AnnotationDomain = "cloud.teleport.dev" }))
+	e := newEnv(t, withLegacyDomain())
 	ns := e.remoteNamespace("teleport")
 	legacy := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Annotations: map[string]string{"cloud.teleport.dev/sync-owner": "acme"}}}
 	if err := e.local.Create(e.ctx, legacy); err != nil {
