@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +34,10 @@ const EventSource = "regionsync-agent"
 type Engine struct {
 	cfg          *Settings
 	mgr          manager.Manager
+	// remoteConfig reaches management through guard: its connections are counted and its writes
+	// refused until management's identity is verified after the last new one (connguard.go).
 	remoteConfig *rest.Config
+	guard        *connGuard
 	keys         shard.Keys
 	mapper       *shard.Mapper
 	gvks         []schema.GroupVersionKind
@@ -96,15 +98,13 @@ func NewEngine(p Params) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local client: %w", err)
 	}
+	guard := newConnGuard()
 	e := &Engine{
-		cfg: cfg, mgr: mgr, remoteConfig: p.Management, log: p.Log,
+		writes: WriteGate{verify: guard.ensure},
+		cfg: cfg, mgr: mgr, log: p.Log, guard: guard, remoteConfig: guard.wrap(p.Management),
 		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: cfg.GVKs(),
 		sessionReady: make(chan struct{}), tracer: p.Tracer,
 		typed: p.Typed, local: local,
-	}
-	mgmt, err := kubernetes.NewForConfig(withTimeout(p.Management, 10*time.Second))
-	if err != nil {
-		return nil, fmt.Errorf("management client: %w", err)
 	}
 	if e.localEvents, err = newEventRecorder(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), nil, p.Log.WithName("local-events")); err != nil {
 		return nil, fmt.Errorf("local events: %w", err)
@@ -112,12 +112,13 @@ func NewEngine(p Params) (*Engine, error) {
 	localEvents := e.localEvents
 	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.FleetNamespace, Name: IdentityRecordName(cfg.Region)}}
 	e.identity = &identityPin{
-		mgmt: mgmt, local: mgr.GetClient(), reader: mgr.GetAPIReader(), record: client.ObjectKeyFromObject(record),
+		base: p.Management, guard: e.guard, local: mgr.GetClient(), reader: mgr.GetAPIReader(), record: client.ObjectKeyFromObject(record),
 		confirmed: cfg.ClusterID,
 		events: func(eventType, reason, note string) {
 			localEvents.Eventf(record, nil, eventType, reason, "VerifyManagement", "%s", note)
 		},
 	}
+	guard.verify = func(ctx context.Context) { e.identity.check(ctx) }
 	if e.secretCaches, err = addSecretCaches(mgr, cfg); err != nil {
 		return nil, err
 	}

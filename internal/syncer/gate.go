@@ -17,8 +17,13 @@ var ErrNotClaimed = errors.New("shard claim not held: write refused")
 // period opens it and releases it the moment the claim is lost, so an in-flight reconcile cannot
 // write after that. It counts its holders: the end of one claim period that overlaps the start of
 // the next (client-go runs them in goroutines of their own) never closes the gate under the newer
-// one.
-type WriteGate struct{ holders atomic.Int64 }
+// one. While its verify says management's identity is unverified (connguard.go), writes to
+// either cluster are refused too: a copy is never written from what an unverified management
+// serves.
+type WriteGate struct {
+	holders atomic.Int64
+	verify  func(context.Context) error
+}
 
 // Open lets writes pass until the returned release is called (by every holder that opened it);
 // release may be called any number of times, only the first counts.
@@ -31,9 +36,12 @@ func (g *WriteGate) Open() (release func()) {
 // IsOpen reports whether writes pass.
 func (g *WriteGate) IsOpen() bool { return g.holders.Load() > 0 }
 
-func (g *WriteGate) check() error {
+func (g *WriteGate) check(ctx context.Context) error {
 	if !g.IsOpen() {
 		return ErrNotClaimed
+	}
+	if g.verify != nil {
+		return g.verify(ctx)
 	}
 	return nil
 }
@@ -46,42 +54,42 @@ type gatedClient struct {
 }
 
 func (c *gatedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if err := c.gate.check(); err != nil {
+	if err := c.gate.check(ctx); err != nil {
 		return err
 	}
 	return c.Client.Create(ctx, obj, opts...)
 }
 
 func (c *gatedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if err := c.gate.check(); err != nil {
+	if err := c.gate.check(ctx); err != nil {
 		return err
 	}
 	return c.Client.Update(ctx, obj, opts...)
 }
 
 func (c *gatedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if err := c.gate.check(); err != nil {
+	if err := c.gate.check(ctx); err != nil {
 		return err
 	}
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
 func (c *gatedClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	if err := c.gate.check(); err != nil {
+	if err := c.gate.check(ctx); err != nil {
 		return err
 	}
 	return c.Client.Apply(ctx, obj, opts...)
 }
 
 func (c *gatedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if err := c.gate.check(); err != nil {
+	if err := c.gate.check(ctx); err != nil {
 		return err
 	}
 	return c.Client.Delete(ctx, obj, opts...)
 }
 
 func (c *gatedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	if err := c.gate.check(); err != nil {
+	if err := c.gate.check(ctx); err != nil {
 		return err
 	}
 	return c.Client.DeleteAllOf(ctx, obj, opts...)
@@ -99,28 +107,28 @@ type gatedSubResource struct {
 }
 
 func (s *gatedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	if err := s.gate.check(); err != nil {
+	if err := s.gate.check(ctx); err != nil {
 		return err
 	}
 	return s.SubResourceClient.Create(ctx, obj, sub, opts...)
 }
 
 func (s *gatedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if err := s.gate.check(); err != nil {
+	if err := s.gate.check(ctx); err != nil {
 		return err
 	}
 	return s.SubResourceClient.Update(ctx, obj, opts...)
 }
 
 func (s *gatedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if err := s.gate.check(); err != nil {
+	if err := s.gate.check(ctx); err != nil {
 		return err
 	}
 	return s.SubResourceClient.Patch(ctx, obj, patch, opts...)
 }
 
 func (s *gatedSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	if err := s.gate.check(); err != nil {
+	if err := s.gate.check(ctx); err != nil {
 		return err
 	}
 	return s.SubResourceClient.Apply(ctx, obj, opts...)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/regionsync/regionsync/internal/telemetry"
@@ -22,7 +22,8 @@ import (
 // Management identity pinning (docs/design.md#management-identity-pinning). When it first claims
 // the shard, the agent records the management cluster's identity (the UID of its kube-system
 // namespace) in a ConfigMap of the region. On every check afterwards — before the first claim,
-// every IdentityCheckInterval while syncing, and again until a refused identity is accepted —
+// every IdentityCheckInterval while syncing, before the first write after every new connection
+// to management (connguard.go), and again until a refused identity is accepted —
 // it compares what management says with the record (or with management.clusterID, which an
 // operator sets to confirm a new identity). On a mismatch nothing is written to either cluster
 // and nothing is deleted. The same check notices management's resourceVersion moving backwards
@@ -59,7 +60,11 @@ type IdentityState struct {
 
 // identityPin keeps the management identity check's state.
 type identityPin struct {
-	mgmt      kubernetes.Interface
+	// base reaches management; every check uses a fresh connection of its own (freshClient).
+	base *rest.Config
+	// guard opens management writes after a check that accepted management, for the
+	// connections made before that check started.
+	guard *connGuard
 	local     client.Client // writes the record (never gated: it is the agent's own state)
 	reader    client.Reader // reads the record uncached
 	record    types.NamespacedName
@@ -79,7 +84,12 @@ type identityPin struct {
 
 // observe reads management's identity and current resourceVersion in one request.
 func (p *identityPin) observe(ctx context.Context) (uid string, rv uint64, err error) {
-	l, err := p.mgmt.CoreV1().Namespaces().List(ctx, metav1.ListOptions{
+	mgmt, done, err := freshClient(p.base)
+	if err != nil {
+		return "", 0, fmt.Errorf("management client: %w", err)
+	}
+	defer done()
+	l, err := mgmt.CoreV1().Namespaces().List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", metav1.NamespaceSystem).String(),
 	})
 	if err != nil {
@@ -175,11 +185,18 @@ func judge(observed, record, confirmed string, rv, maxRV uint64) (identityVerdic
 // written, refuse like a mismatch (nothing is synced unchecked), with a message naming the rule
 // to grant.
 func (p *identityPin) check(ctx context.Context) identityVerdict {
+	snapshot := p.guard.snapshot()
 	uid, rv, err := p.observe(ctx)
 	if err == nil {
 		var record string
 		if record, err = p.recorded(ctx); err == nil {
-			return p.judge(uid, record, rv)
+			v := p.judge(uid, record, rv)
+			if v == identityAccepted || v == identityRewound { // the same cluster (a rewind is handled by the relist)
+				p.guard.accepted(snapshot)
+			} else {
+				p.guard.refused()
+			}
+			return v
 		}
 	}
 	if apierrors.IsForbidden(err) {
@@ -338,6 +355,7 @@ func (e *Engine) WatchManagementIdentity(ctx context.Context, stop func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-e.guard.dialed: // a new connection: verified before anything is written over it
 		}
 		switch e.identity.check(ctx) {
 		case identityRefused, identityRewound:

@@ -216,3 +216,95 @@ func TestIdentityRecordRemovalConfirms(t *testing.T) {
 		return nil
 	})
 }
+
+// TestManagementMovedWhileRunning: the address the agent reaches management by moves, while the
+// agent runs, to another cluster its trust accepts (a disaster-recovery cluster restored with the
+// same PKI, a VIP or DNS failover): from the first second, no copy changes and the agent writes
+// nothing on that cluster (no claim, finalizer, annotation, status, Event or Lease release); the
+// refusal is reported. Moved back, it syncs again without a restart.
+func TestManagementMovedWhileRunning(t *testing.T) {
+	t.Parallel()
+	cl := needClone(t)
+	sp, err := testenv.NewSwitchProxy(management.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sp.Close)
+	e := newEnv(t, withManagementConfig(sp.Config()))
+	ns := e.remoteNamespace("moved")
+	e.tenant(ns, "acme", "Acme")
+	e.tenant(ns, "beta", "Beta")
+	for _, name := range []string{"acme", "beta"} {
+		e.eventually("copy of "+name+" and its generation annotation", func() error {
+			if _, err := e.getLocal(ns, name); err != nil {
+				return err
+			}
+			r, err := e.getRemote(ns, name)
+			if err != nil {
+				return err
+			}
+			if r.Annotations[e.keys.RemoteGeneration] == "" {
+				return errors.New("no generation annotation yet")
+			}
+			return nil
+		})
+	}
+	recordKey := client.ObjectKey{Namespace: e.cfg.LeaderElection.Namespace, Name: syncer.IdentityRecordName(e.cfg.Region)}
+	e.eventually("the identity recorded", func() error { return e.local.Get(e.ctx, recordKey, &corev1.ConfigMap{}) })
+
+	// The other cluster serves acme with another spec (and another UID), and no beta.
+	if err := cl.Client.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	impostor := &demov1alpha1.Tenant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme" + e.suffix, Labels: map[string]string{}},
+		Spec:       demov1alpha1.TenantSpec{DisplayName: "Impostor", Plan: "team", Replicas: 9},
+	}
+	if err := cl.Client.Create(e.ctx, impostor); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Switch(cl.Config); err != nil {
+		t.Fatal(err)
+	}
+	e.never("a copy changed or deleted, or a write on the other cluster", 10*time.Second, func() bool {
+		acme, err := e.getLocal(ns, "acme")
+		if err != nil || acme.Spec.DisplayName != "Acme" {
+			t.Logf("acme copy: %v %+v", err, acme.Spec)
+			return true
+		}
+		if _, err := e.getLocal(ns, "beta"); err != nil {
+			t.Logf("beta copy: %v", err)
+			return true
+		}
+		if w := sp.Writes(cl.Config); len(w) > 0 {
+			t.Logf("writes on the other cluster: %v", w)
+			return true
+		}
+		return false
+	})
+	e.eventually("the refusal in /readyz", func() error {
+		if err := e.syncer.Readyz()(&http.Request{}); !errors.Is(err, regionsync.ErrManagementIdentity) {
+			return fmt.Errorf("readyz: %v", err)
+		}
+		return nil
+	})
+
+	// Moved back: the recorded identity again; syncing resumes.
+	if err := sp.Switch(management.Config); err != nil {
+		t.Fatal(err)
+	}
+	e.setRemote(ns, "acme", func(o *demov1alpha1.Tenant) { o.Spec.DisplayName = "Acme again" })
+	testenv.Eventually(t, "the copy follows management again", 90*time.Second, func() error {
+		acme, err := e.getLocal(ns, "acme")
+		if err != nil {
+			return err
+		}
+		if acme.Spec.DisplayName != "Acme again" {
+			return fmt.Errorf("copy %q", acme.Spec.DisplayName)
+		}
+		return nil
+	})
+	if w := sp.Writes(cl.Config); len(w) > 0 {
+		t.Errorf("writes on the other cluster: %v", w)
+	}
+}

@@ -27,7 +27,7 @@ func newOutageBackoff() workqueue.TypedRateLimiter[reconcile.Request] {
 // because the shard claim was just lost: retried with backoff and logged at V(1) per object, the
 // outage being reported once by the management connection's transitions (session.go).
 func expectedFailure(err error) bool {
-	return retry.Transient(err) || errors.Is(err, ErrNotClaimed)
+	return retry.Transient(err) || errors.Is(err, ErrNotClaimed) || errors.Is(err, ErrIdentityUnverified)
 }
 
 // outageRetry is how long req waits before its next retry after an expected failure.

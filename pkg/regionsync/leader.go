@@ -43,7 +43,10 @@ type fleetLeader struct {
 
 // newFleetLeader builds the leader part from the settings and the defaulted opts.
 func newFleetLeader(cfg *syncer.Settings, opts Options, mgr manager.Manager, engine *syncer.Engine, log logr.Logger) (*fleetLeader, error) {
-	remote := opts.Management.Config
+	// The engine's management config: the claim's Lease writes and the Region status pass the
+	// same identity guard as every sync write (written only after management's identity was
+	// verified since the last new connection).
+	remote := engine.ManagementConfig()
 	mgmt, err := kubernetes.NewForConfig(remote)
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
