@@ -32,8 +32,8 @@ const EventSource = "regionsync-agent"
 // RunControllers, which the leader calls while it holds the region's shard claim; without a
 // controller the handlers enqueue nothing, and nothing is written to either cluster.
 type Engine struct {
-	cfg          *Settings
-	mgr          manager.Manager
+	cfg *Settings
+	mgr manager.Manager
 	// remoteConfig reaches management through guard: its connections are counted and its writes
 	// refused until management's identity is verified after the last new one (connguard.go).
 	remoteConfig *rest.Config
@@ -101,7 +101,7 @@ func NewEngine(p Params) (*Engine, error) {
 	guard := newConnGuard()
 	e := &Engine{
 		writes: WriteGate{verify: guard.ensure},
-		cfg: cfg, mgr: mgr, log: p.Log, guard: guard, remoteConfig: guard.wrap(p.Management),
+		cfg:    cfg, mgr: mgr, log: p.Log, guard: guard, remoteConfig: guard.wrap(p.Management),
 		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: cfg.GVKs(),
 		sessionReady: make(chan struct{}), tracer: p.Tracer,
 		typed: p.Typed, local: local,

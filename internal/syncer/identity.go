@@ -64,7 +64,7 @@ type identityPin struct {
 	base *rest.Config
 	// guard opens management writes after a check that accepted management, for the
 	// connections made before that check started.
-	guard *connGuard
+	guard     *connGuard
 	local     client.Client // writes the record (never gated: it is the agent's own state)
 	reader    client.Reader // reads the record uncached
 	record    types.NamespacedName
