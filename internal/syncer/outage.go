@@ -55,8 +55,8 @@ type outageSink struct{ logr.LogSink }
 // Error logs err at error level unless it is transient.
 func (s *outageSink) Error(err error, msg string, kv ...any) {
 	if retry.Transient(err) {
-		if s.LogSink.Enabled(1) {
-			s.LogSink.Info(1, msg, append(kv, "error", err.Error())...)
+		if s.Enabled(1) {
+			s.Info(1, msg, append(kv, "error", err.Error())...)
 		}
 		return
 	}

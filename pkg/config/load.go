@@ -246,8 +246,9 @@ func ValidateDNSLabel(p *field.Path, v string) field.ErrorList {
 
 // ValidateAnnotationDomain requires a DNS subdomain.
 func ValidateAnnotationDomain(p *field.Path, v string) field.ErrorList {
-	var errs field.ErrorList
-	for _, m := range validation.IsDNS1123Subdomain(v) {
+	msgs := validation.IsDNS1123Subdomain(v)
+	errs := make(field.ErrorList, 0, len(msgs))
+	for _, m := range msgs {
 		errs = append(errs, field.Invalid(p, v, m))
 	}
 	return errs
