@@ -10,7 +10,11 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -139,8 +143,24 @@ func TestManagementOverlays(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if Find(objs, "Region", region) == nil {
-				t.Error("no Region object")
+			regionObj := Find(objs, "Region", region)
+			if regionObj == nil {
+				t.Fatal("no Region object")
+			}
+			// The registered shard (what the hub places by) is the agent's own.
+			var registered regionsyncv1alpha1.Region
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(regionObj.Object, &registered); err != nil {
+				t.Fatal(err)
+			}
+			if registered.Spec.Shard == nil {
+				t.Error("the Region registers no spec.shard")
+			}
+			var kinds []schema.GroupVersionKind
+			for _, r := range cfg.Resources {
+				kinds = append(kinds, shard.GVK(r))
+			}
+			if err := shard.CheckRegistered(cfg.AnnotationDomain, cfg.Shard, kinds, registered.Spec.Shard); err != nil {
+				t.Error(err)
 			}
 			if Find(objs, "ServiceAccount", "region-"+region) == nil {
 				t.Error("no region identity")
