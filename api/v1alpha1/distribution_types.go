@@ -182,19 +182,26 @@ type JSONPatchOperation struct {
 // DistributionCounts count a Distribution's regions by state.
 type DistributionCounts struct {
 	// Selected regions (by the placement, existing or not).
-	Selected int32 `json:"selected"`
+	// +optional
+	Selected int32 `json:"selected,omitempty"`
 	// Placed regions: their per-region object is written as rendered.
-	Placed int32 `json:"placed"`
+	// +optional
+	Placed int32 `json:"placed,omitempty"`
 	// Current regions: the copy in the region is of the per-region object's current generation.
-	Current int32 `json:"current"`
+	// +optional
+	Current int32 `json:"current,omitempty"`
 	// Ready regions: current, and the copy's health (kstatus) is Current.
-	Ready int32 `json:"ready"`
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
 	// Unplaceable regions (see status.regions).
-	Unplaceable int32 `json:"unplaceable"`
+	// +optional
+	Unplaceable int32 `json:"unplaceable,omitempty"`
 	// Failed regions: a conflict, an override that does not apply, a write that failed.
-	Failed int32 `json:"failed"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
 	// Removing regions: left the placement, object being deleted, held or waiting for the region.
-	Removing int32 `json:"removing"`
+	// +optional
+	Removing int32 `json:"removing,omitempty"`
 }
 
 // DistributionRegionStatus is one region's view of a Distribution.
