@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
@@ -100,6 +102,10 @@ func placeIn(tg *Target, d *regionsyncv1alpha1.Distribution, t *Template, r *reg
 		return
 	}
 	key := types.NamespacedName{Namespace: d.Namespace, Name: ObjectName(d.Name, rs)}
+	if msgs := validation.IsDNS1123Subdomain(key.Name); len(msgs) > 0 {
+		unplaceable(regionsyncv1alpha1.ReasonInvalidName, "the per-region name %q for Region %s is not a valid name: %s", key.Name, r.Name, strings.Join(msgs, "; "))
+		return
+	}
 	local, err := m.ToLocal(key)
 	switch {
 	case errors.Is(err, shard.ErrNotInShard):
