@@ -29,6 +29,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/testenv"
@@ -46,11 +47,28 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startHub runs the hub's controllers in-process against the management cluster until the test ends.
+// startHub runs the hub's controllers in-process against the management cluster until the test
+// ends, as the hub's ServiceAccount with the RBAC deploy/kustomize/hub ships (so the shipped
+// rights are proven enough).
 func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 	t.Helper()
+	objs, err := deploy.Render("../../deploy/kustomize/hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "regionsync-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			if err := mgmt.Client.Create(context.Background(), obj); err != nil {
+				t.Fatalf("applying the hub's %s %s: %v", obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
 	log := testenv.NewTestLog(t)
-	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(mgmt.ServiceAccountConfig("regionsync-system", "regionsync-hub"), ctrl.Options{
 		Scheme: testenv.Scheme(), Logger: log.Logger("hub"), Cache: hub.CacheOptions(o),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
