@@ -156,7 +156,7 @@ func TestManagementOverlays(t *testing.T) {
 			if registered.Spec.Shard == nil {
 				t.Error("the Region registers no spec.shard")
 			}
-			var kinds []schema.GroupVersionKind
+			kinds := make([]schema.GroupVersionKind, 0, len(cfg.Resources))
 			for _, r := range cfg.Resources {
 				kinds = append(kinds, shard.GVK(r))
 			}

@@ -199,7 +199,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer to Distribution %s: %w", req, err)
 		}
 	}
-	in, requeue, err := r.deploy(ctx, d)
+	in, err := r.deploy(ctx, d)
 	if errors.Is(err, errNotSynced) {
 		log.V(1).Info("waiting for the per-region objects' cache", "distribution", req)
 		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, nil
@@ -211,17 +211,17 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: minPositive(after, requeue)}, nil
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // deploy renders and writes every placed region's object and removes the objects of regions
 // that left the placement. A spec that cannot be rendered changes nothing.
-func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alpha1.Distribution) (StatusInput, time.Duration, error) {
+func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alpha1.Distribution) (StatusInput, error) {
 	in := StatusInput{PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}
 	t, specErr := ParseTemplate(d.Spec.Template.Raw, r.Keys)
 	var regions regionsyncv1alpha1.RegionList
 	if err := r.Client.List(ctx, &regions); err != nil {
-		return in, 0, fmt.Errorf("listing Regions: %w", err)
+		return in, fmt.Errorf("listing Regions: %w", err)
 	}
 	var selected []string
 	if specErr == nil {
@@ -239,7 +239,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	for _, gvk := range kinds {
 		objs, err := r.owned(ctx, d, gvk)
 		if err != nil {
-			return in, 0, err
+			return in, err
 		}
 		existing[gvk] = objs
 	}
@@ -254,7 +254,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 				in.Entries = append(in.Entries, e)
 			}
 		}
-		return in, 0, nil
+		return in, nil
 	}
 	in.Selected = len(selected)
 	in.PlacedKind = t.GVK.GroupVersion().String() + "/" + t.GVK.Kind
@@ -308,7 +308,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementRemovalHeld, regionsyncv1alpha1.ReasonHeld, "the region left the placement; the removal is held by the shrink guard"
 			in.Entries = append(in.Entries, e)
 		}
-		return in, 0, nil
+		return in, nil
 	}
 	removed := 0
 	for _, o := range remove {
@@ -325,7 +325,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	if removed > 0 {
 		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, EventRemoved, eventActionRemove, "removed %d per-region objects of regions that left the placement", removed)
 	}
-	return in, 0, nil
+	return in, nil
 }
 
 // apply writes one region's object unless it is already as rendered, after making sure the name

@@ -134,12 +134,18 @@ func ComputeStatus(d *regionsyncv1alpha1.Distribution, in StatusInput, now time.
 	}
 	st.RegionsOmitted = int32(len(entries) - len(st.Regions))
 
+	setConditions(&st, d.Generation, in, entries, failed, unplaceable, unhealthy)
+	return st
+}
+
+// setConditions sets Applied, Available, Degraded and RemovalHeld from the counts and findings.
+func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, in StatusInput, entries []regionsyncv1alpha1.DistributionRegionStatus, failed, unplaceable, unhealthy []string) {
 	set := func(t string, ok bool, reason, msg string) {
 		s := metav1.ConditionFalse
 		if ok {
 			s = metav1.ConditionTrue
 		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: d.Generation})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation})
 	}
 	c := st.Counts
 	switch {
@@ -185,7 +191,6 @@ func ComputeStatus(d *regionsyncv1alpha1.Distribution, in StatusInput, now time.
 	} else if meta.FindStatusCondition(st.Conditions, regionsyncv1alpha1.DistributionRemovalHeld) != nil {
 		set(regionsyncv1alpha1.DistributionRemovalHeld, false, regionsyncv1alpha1.ReasonNotHeld, "no removal is held")
 	}
-	return st
 }
 
 // summary lists at most 5 items, then how many more.
