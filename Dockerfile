@@ -14,10 +14,12 @@ COPY pkg/ pkg/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
     -ldflags "-s -w -X main.Version=${VERSION}" \
-    -o /out/ ./cmd/agent ./cmd/tenant-operator
+    -o /out/ ./cmd/agent ./cmd/hub ./cmd/tenant-operator
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/agent /agent
+# The hub (deploy/kustomize/hub runs it with command /hub) ships in the same image.
+COPY --from=build /out/hub /hub
 # The demo's tenant operator ships in the same image for the kind e2e (it is never the entrypoint).
 COPY --from=build /out/tenant-operator /tenant-operator
 USER 65532:65532

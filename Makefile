@@ -14,7 +14,7 @@ all: build
 help: ## List the targets with what each does.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build the agent, the demo, the demo tenant operator and region-kubeconfig into bin/.
+build: ## Build the agent, the hub, the demo, the demo tenant operator and region-kubeconfig into bin/.
 	$(GO) build -ldflags "-X main.Version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 control-plane: ## Build (first time) or locate the cached control-plane binaries.
@@ -74,6 +74,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (no control plane is started).
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/config/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzMapping -fuzztime $(FUZZTIME) ./internal/shard/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzOverlap -fuzztime $(FUZZTIME) ./internal/shard/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzRender -fuzztime $(FUZZTIME) ./internal/hub/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzCompactRoundTrip -fuzztime $(FUZZTIME) ./internal/syncer/compact/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzStringPairs -fuzztime $(FUZZTIME) ./internal/syncer/compact/

@@ -1,5 +1,7 @@
 // Package v1alpha1 is the regionsync.dev API group: the cluster-scoped Region kind through which
-// each region's agent publishes its health on the management cluster.
+// each region's agent publishes its health on the management cluster (and whose operator-written
+// spec.shard tells the hub where it may place objects), and the namespaced Distribution kind, one
+// object the hub places in many regions.
 //
 // +kubebuilder:object:generate=true
 // +groupName=regionsync.dev
@@ -60,13 +62,54 @@ const (
 	// Ready (besides the shard claim reasons).
 	ReasonReady    = "Ready"
 	ReasonNotReady = "NotReady"
+	// ReasonHeartbeatMissed: set by the hub (Ready=Unknown) when the region's shard Lease was not
+	// renewed for its lease duration plus a grace; the agent's next report replaces it.
+	ReasonHeartbeatMissed = "HeartbeatMissed"
 )
 
 // RegionSpec is written by the operator who adds the region.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.shard) || (has(self.shard) && self.shard == oldSelf.shard)",message="spec.shard is immutable: once set it can be neither changed nor removed (a region's shard is its identity on management)"
 type RegionSpec struct {
 	// Description says what the region is for.
 	// +optional
 	Description string `json:"description,omitempty"`
+	// Shard is the region's shard as the operator registered it (scripts/new-region.sh writes
+	// it): the only source the hub reads a region's suffixes, namespace prefix, selector,
+	// annotation domain and kinds from, never what the region's agent writes itself. Immutable
+	// once set. A Region without it keeps syncing as before but no Distribution places objects
+	// in it.
+	// +optional
+	Shard *RegionShard `json:"shard,omitempty"`
+}
+
+// RegionShard is a region's shard definition, the same fields as the agent's configuration
+// (shard.* and annotationDomain, and the kinds of its resources).
+type RegionShard struct {
+	// AnnotationDomain is the region's annotation domain (default regionsync.dev); the hub
+	// places only into regions of its own domain.
+	// +optional
+	// +kubebuilder:default=regionsync.dev
+	AnnotationDomain string `json:"annotationDomain,omitempty"`
+	// NamespacePrefix starts every namespace of the shard.
+	// +optional
+	NamespacePrefix string `json:"namespacePrefix,omitempty"`
+	// RemoteResourceSuffix ends every management object name of the shard.
+	// +optional
+	RemoteResourceSuffix string `json:"remoteResourceSuffix,omitempty"`
+	// RemoteNamespaceSuffix ends every management namespace of the shard.
+	// +optional
+	RemoteNamespaceSuffix string `json:"remoteNamespaceSuffix,omitempty"`
+	// LocalNamespaceSuffix ends every namespace of the shard in the region.
+	// +optional
+	LocalNamespaceSuffix string `json:"localNamespaceSuffix,omitempty"`
+	// LabelSelector is the shard's label selector (e.g. regionsync.dev/region=us-east-1).
+	// +optional
+	LabelSelector string `json:"labelSelector,omitempty"`
+	// Kinds the region syncs, dotted: "Tenant.demo.regionsync.dev", "ConfigMap" for core kinds.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	Kinds []string `json:"kinds"`
 }
 
 // ResourceCounts are the objects of one synced kind by state.
@@ -145,7 +188,7 @@ type RegionList struct {
 // apimachinery's API packages do; controller-runtime's scheme.Builder is deprecated for API packages,
 // which should depend on apimachinery only).
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Region{}, &RegionList{})
+	s.AddKnownTypes(GroupVersion, &Region{}, &RegionList{}, &Distribution{}, &DistributionList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

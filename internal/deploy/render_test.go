@@ -10,7 +10,12 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/hub"
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -139,8 +144,24 @@ func TestManagementOverlays(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if Find(objs, "Region", region) == nil {
-				t.Error("no Region object")
+			regionObj := Find(objs, "Region", region)
+			if regionObj == nil {
+				t.Fatal("no Region object")
+			}
+			// The registered shard (what the hub places by) is the agent's own.
+			var registered regionsyncv1alpha1.Region
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(regionObj.Object, &registered); err != nil {
+				t.Fatal(err)
+			}
+			if registered.Spec.Shard == nil {
+				t.Error("the Region registers no spec.shard")
+			}
+			kinds := make([]schema.GroupVersionKind, 0, len(cfg.Resources))
+			for _, r := range cfg.Resources {
+				kinds = append(kinds, shard.GVK(r))
+			}
+			if err := shard.CheckRegistered(cfg.AnnotationDomain, cfg.Shard, kinds, registered.Spec.Shard); err != nil {
+				t.Error(err)
 			}
 			if Find(objs, "ServiceAccount", "region-"+region) == nil {
 				t.Error("no region identity")
@@ -233,5 +254,51 @@ func TestManagementBase(t *testing.T) {
 	if mc := nested(policy, "spec", "matchConditions").([]any); len(mc) != 1 ||
 		!strings.Contains(mc[0].(map[string]any)["expression"].(string), "'"+RegionUserPrefix+"'") {
 		t.Errorf("matchConditions %v do not select the region identities (%s<region>)", mc, RegionUserPrefix)
+	}
+}
+
+// The hub's base: 2 replicas as a non-root, read-only container under its own identity, with a
+// configuration the hub accepts, and RBAC that reads no Secret and writes no Region but its status.
+func TestHubBase(t *testing.T) {
+	objs, err := Render("../../deploy/kustomize/hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := Find(objs, "Deployment", "regionsync-hub")
+	if dep == nil || Find(objs, "ServiceAccount", "regionsync-hub") == nil {
+		t.Fatal("hub base incomplete")
+	}
+	if r := nested(dep, "spec", "replicas"); r != int64(2) {
+		t.Errorf("replicas %v, want 2", r)
+	}
+	if nested(dep, "spec", "template", "spec", "serviceAccountName") != "regionsync-hub" ||
+		nested(dep, "spec", "template", "spec", "securityContext", "runAsNonRoot") != true {
+		t.Errorf("pod spec %v", nested(dep, "spec", "template", "spec"))
+	}
+	c := nested(dep, "spec", "template", "spec", "containers").([]any)[0].(map[string]any)
+	sc := c["securityContext"].(map[string]any)
+	if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false {
+		t.Errorf("container securityContext %v", sc)
+	}
+	var cfgData string
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "regionsync-hub-config") {
+			cfgData, _, _ = unstructured.NestedString(o.Object, "data", "config.yaml")
+		}
+	}
+	if _, err := hub.ParseConfig([]byte(cfgData)); err != nil {
+		t.Errorf("the shipped hub configuration: %v", err)
+	}
+	role := Find(objs, "ClusterRole", "regionsync-hub")
+	for _, r := range nested(role, "rules").([]any) {
+		rule := r.(map[string]any)
+		for _, res := range rule["resources"].([]any) {
+			if res == "secrets" || res == "*" {
+				t.Errorf("the hub may touch %v: %v", res, rule)
+			}
+			if res == "regions" && slices.ContainsFunc(rule["verbs"].([]any), func(v any) bool { return v != "get" && v != "list" && v != "watch" }) {
+				t.Errorf("the hub may write Regions: %v", rule)
+			}
+		}
 	}
 }

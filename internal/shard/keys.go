@@ -9,6 +9,8 @@ import (
 // annotation domain D (docs/design.md#annotation-keys). With D = cloud.teleport.dev the keys and the finalizer are
 // exactly gravitational/sync-controller's.
 type Keys struct {
+	// Domain is the annotation domain D itself ("regionsync.dev").
+	Domain string
 	// RemoteGeneration (on remote objects) is the remote metadata.generation copied down.
 	RemoteGeneration string
 	// LocalGeneration (on remote objects) is the local metadata.generation after that copy.
@@ -44,12 +46,25 @@ type Keys struct {
 	// AppliedHash (on local objects, Apply strategy) hashes the last applied configuration, so a
 	// removed remote field is noticed without a write on every resync.
 	AppliedHash string
+
+	// The hub's keys (docs/design.md#hub-and-distribution).
+
+	// Distribution (label on per-region objects on management) names the Distribution in the
+	// object's namespace that placed it: the one mark of "this Distribution's object".
+	Distribution string
+	// HubFinalizer (on Distributions) holds a Distribution's deletion until the hub has removed
+	// (deletionPolicy Delete) or released (Orphan) its per-region objects.
+	HubFinalizer string
+	// ConfirmRemovalsBefore (on a Distribution) is an RFC 3339 time: removals the shrink guard
+	// holds since before it go ahead.
+	ConfirmRemovalsBefore string
 }
 
 // NewKeys returns the keys of an annotation domain.
 func NewKeys(domain string) Keys {
 	k := func(name string) string { return domain + "/" + name }
 	return Keys{
+		Domain:                 domain,
 		RemoteGeneration:       k("sync-remote-generation"),
 		LocalGeneration:        k("sync-local-generation"),
 		Owner:                  k("sync-owner"),
@@ -64,6 +79,9 @@ func NewKeys(domain string) Keys {
 		ReleaseDeletion:        k("release-deletion"),
 		ReleaseDeletionsBefore: k("release-deletions-before"),
 		CopiedKeys:             k("sync-copied-keys"),
+		Distribution:           k("distribution"),
+		HubFinalizer:           k("hub"),
+		ConfirmRemovalsBefore:  k("confirm-removals-before"),
 	}
 }
 

@@ -1,0 +1,629 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+// FieldManager is the hub's field manager: it owns, on every per-region object, exactly the
+// fields it renders, so the agents' finalizer, generation annotations and status are never
+// touched by its writes.
+const FieldManager = "regionsync-hub"
+
+// Event reasons of the hub (on Distributions).
+const (
+	EventConflict     = "Conflict"
+	EventRemovalHeld  = "RemovalHeld"
+	EventInvalidSpec  = "InvalidSpec"
+	EventRemoved      = "Removed"
+	EventOrphaned     = "Orphaned"
+	eventActionPlace  = "Place"
+	eventActionRemove = "Remove"
+)
+
+// errNotSynced: a cache of per-region objects has not synced yet; nothing is removed until it has.
+var errNotSynced = errors.New("the per-region objects' cache has not synced yet")
+
+// DistributionReconciler places Distributions: per placed region it writes the per-region object
+// by server-side apply, removes the objects of regions that left the placement (through the
+// shrink guard), honours deletionPolicy through its finalizer, and reports one status.
+// Reconcile runs its phases in order (finalize, add finalizer, deploy, status), the status
+// written once at the end.
+type DistributionReconciler struct {
+	// Client is the manager's client (Distributions and Regions from its cache).
+	Client client.Client
+	// APIReader reads from the API server: whether a per-region name is taken by an object
+	// this Distribution does not control.
+	APIReader client.Reader
+	// Objects caches the per-region objects (only those labelled D/distribution).
+	Objects cache.Cache
+	// Keys are the fleet's keys (annotation domain D).
+	Keys shard.Keys
+	// Recorder posts Events on Distributions.
+	Recorder events.EventRecorder
+	// Guard is the shrink guard.
+	Guard *ShrinkGuard
+	// Tracer traces every reconcile (a no-op tracer when tracing is off).
+	Tracer trace.Tracer
+	// Concurrency is the number of workers.
+	Concurrency int
+	// Now is the clock (time.Now).
+	Now func() time.Time
+
+	ctrl       controller.Controller
+	mu         sync.Mutex
+	watched    map[schema.GroupVersionKind]bool
+	applied    map[string]string // object key → hash of what was last applied
+	lastStatus map[types.NamespacedName]time.Time
+}
+
+// SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
+// Regions (spec and label changes only) and, added as they are first placed, each kind of
+// per-region object.
+func (r *DistributionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.watched, r.applied, r.lastStatus = map[schema.GroupVersionKind]bool{}, map[string]string{}, map[types.NamespacedName]time.Time{}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&regionsyncv1alpha1.Distribution{}).
+		Watches(&regionsyncv1alpha1.Region{}, handler.EnqueueRequestsFromMapFunc(r.everyDistribution), builderRegionPredicates()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
+		Named("regionsync-hub-distribution").
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.ctrl = c
+	return nil
+}
+
+// everyDistribution maps a Region change to every Distribution: any may select it.
+func (r *DistributionReconciler) everyDistribution(ctx context.Context, _ client.Object) []ctrl.Request {
+	var list regionsyncv1alpha1.DistributionList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	out := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// ensureWatch watches the per-region objects of kind gvk (once per kind) and reports whether
+// their cache has synced.
+func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.GroupVersionKind) (bool, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	r.mu.Lock()
+	if !r.watched[gvk] {
+		toDistribution := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
+			name := o.GetLabels()[r.Keys.Distribution]
+			if name == "" {
+				return nil
+			}
+			return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		})
+		if err := r.ctrl.Watch(source.Kind[client.Object](r.Objects, u, toDistribution)); err != nil {
+			r.mu.Unlock()
+			return false, fmt.Errorf("watching %s: %w", shard.KindName(gvk), err)
+		}
+		r.watched[gvk] = true
+	}
+	r.mu.Unlock()
+	inf, err := r.Objects.GetInformer(ctx, u, cache.BlockUntilSynced(false))
+	if err != nil {
+		return false, fmt.Errorf("watching %s: %w", shard.KindName(gvk), err)
+	}
+	return inf.HasSynced(), nil
+}
+
+// owned lists a Distribution's per-region objects of one kind, by region.
+func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind) (map[string]*unstructured.Unstructured, error) {
+	synced, err := r.ensureWatch(ctx, gvk)
+	if err != nil {
+		return nil, err
+	}
+	if !synced {
+		return nil, errNotSynced
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(shard.ListGVK(gvk))
+	if err := r.Objects.List(ctx, list, client.InNamespace(d.Namespace), client.MatchingLabels{r.Keys.Distribution: d.Name}); err != nil {
+		return nil, fmt.Errorf("listing %s of Distribution %s: %w", shard.KindName(gvk), client.ObjectKeyFromObject(d), err)
+	}
+	out := make(map[string]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].GetLabels()[config.RegionLabel]] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// Reconcile runs the phases over one Distribution.
+func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	d := &regionsyncv1alpha1.Distribution{}
+	if err := r.Client.Get(ctx, req.NamespacedName, d); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Guard.Forget(req.NamespacedName)
+			r.mu.Lock()
+			delete(r.lastStatus, req.NamespacedName)
+			r.mu.Unlock()
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	ctx = telemetry.ContextFromTraceparent(ctx, d.Annotations[r.Keys.TraceParent])
+	ctx, span := r.Tracer.Start(ctx, "Distribution.Reconcile", trace.WithAttributes(attribute.String("regionsync.distribution", req.String())))
+	defer span.End()
+
+	if d.DeletionTimestamp != nil {
+		return r.finalize(ctx, d)
+	}
+	if !controllerutil.ContainsFinalizer(d, r.Keys.HubFinalizer) {
+		orig := d.DeepCopy()
+		controllerutil.AddFinalizer(d, r.Keys.HubFinalizer)
+		if err := r.Client.Patch(ctx, d, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer to Distribution %s: %w", req, err)
+		}
+	}
+	in, err := r.deploy(ctx, d)
+	if errors.Is(err, errNotSynced) {
+		log.V(1).Info("waiting for the per-region objects' cache", "distribution", req)
+		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	after, err := r.writeStatus(ctx, d, ComputeStatus(d, in, r.Now()))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// deploy renders and writes every placed region's object and removes the objects of regions
+// that left the placement. A spec that cannot be rendered changes nothing.
+func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alpha1.Distribution) (StatusInput, error) {
+	in := StatusInput{PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}
+	t, specErr := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	var regions regionsyncv1alpha1.RegionList
+	if err := r.Client.List(ctx, &regions); err != nil {
+		return in, fmt.Errorf("listing Regions: %w", err)
+	}
+	var selected []string
+	if specErr == nil {
+		selected, specErr = Selected(d.Spec.Placement, regions.Items)
+	}
+	// The objects this Distribution has, of its template's kind and of the kind it placed before.
+	kinds := []schema.GroupVersionKind{}
+	if t != nil {
+		kinds = append(kinds, t.GVK)
+	}
+	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
+		kinds = append(kinds, prev)
+	}
+	existing := map[schema.GroupVersionKind]map[string]*unstructured.Unstructured{}
+	for _, gvk := range kinds {
+		objs, err := r.owned(ctx, d, gvk)
+		if err != nil {
+			return in, err
+		}
+		existing[gvk] = objs
+	}
+	if specErr != nil {
+		in.InvalidSpec = specErr
+		if !isConditionMessage(d, regionsyncv1alpha1.DistributionApplied, specErr.Error()) {
+			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventInvalidSpec, eventActionPlace, "%v; nothing placed was changed", specErr)
+		}
+		for _, objs := range existing {
+			for region, o := range objs {
+				e := entryFor(o, region, r.Keys)
+				in.Entries = append(in.Entries, e)
+			}
+		}
+		return in, nil
+	}
+	in.Selected = len(selected)
+	in.PlacedKind = t.GVK.GroupVersion().String() + "/" + t.GVK.Kind
+	keep := map[string]bool{} // regions whose object of the template's kind stays
+	for _, tg := range Place(d, t, selected, regions.Items, r.Keys) {
+		if tg.Object == nil {
+			in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
+			if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || existing[t.GVK][tg.Region] != nil {
+				keep[tg.Region] = true // nothing is lost: a region still selected keeps what it has
+			}
+			continue
+		}
+		keep[tg.Region] = true
+		in.Entries = append(in.Entries, r.apply(ctx, d, tg, existing[t.GVK][tg.Region]))
+	}
+	// Removals: objects of regions that left the placement, and every object of another kind.
+	regionExists := map[string]bool{}
+	for i := range regions.Items {
+		regionExists[regions.Items[i].Name] = true
+	}
+	var remove []*unstructured.Unstructured
+	total, regionGone := 0, false
+	for gvk, objs := range existing {
+		for region, o := range objs {
+			if o.GetDeletionTimestamp() == nil {
+				total++
+			}
+			if gvk == t.GVK && keep[region] {
+				continue
+			}
+			if o.GetDeletionTimestamp() != nil {
+				in.Entries = append(in.Entries, entryFor(o, region, r.Keys))
+				continue
+			}
+			remove = append(remove, o)
+			regionGone = regionGone || !regionExists[region]
+		}
+	}
+	now := r.Now()
+	allowed, since := r.Guard.Decide(client.ObjectKeyFromObject(d), now, Removal{
+		Wanted: len(remove), Total: total, RegionGone: regionGone, ConfirmedBefore: confirmedBefore(d, r.Keys),
+	})
+	if !allowed {
+		in.Held, in.HeldSince = true, since
+		if !isConditionTrue(d, regionsyncv1alpha1.DistributionRemovalHeld) {
+			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventRemovalHeld, eventActionRemove,
+				"removing %d of %d per-region objects is held by the shrink guard; confirm with %s=<RFC 3339 time>", len(remove), total, r.Keys.ConfirmRemovalsBefore)
+		}
+		for _, o := range remove {
+			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys)
+			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementRemovalHeld, regionsyncv1alpha1.ReasonHeld, "the region left the placement; the removal is held by the shrink guard"
+			in.Entries = append(in.Entries, e)
+		}
+		return in, nil
+	}
+	removed := 0
+	for _, o := range remove {
+		e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys)
+		e.State = regionsyncv1alpha1.PlacementRemoving
+		if err := r.delete(ctx, o); err != nil {
+			e.Message = err.Error()
+		} else {
+			removed++
+		}
+		in.Entries = append(in.Entries, e)
+	}
+	r.Guard.Removed(client.ObjectKeyFromObject(d), now, removed)
+	if removed > 0 {
+		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, EventRemoved, eventActionRemove, "removed %d per-region objects of regions that left the placement", removed)
+	}
+	return in, nil
+}
+
+// apply writes one region's object unless it is already as rendered, after making sure the name
+// is not taken by an object this Distribution does not control.
+func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha1.Distribution, tg Target, existing *unstructured.Unstructured) regionsyncv1alpha1.DistributionRegionStatus {
+	obj := tg.Object
+	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
+	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+	hash := hashJSON(obj.Object)
+	if existing == nil {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(obj.GroupVersionKind())
+		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live)
+		switch {
+		case err == nil && live.GetLabels()[r.Keys.Distribution] != d.Name:
+			e.State, e.Reason = regionsyncv1alpha1.PlacementConflict, regionsyncv1alpha1.ReasonConflict
+			e.Message = fmt.Sprintf("%s %s/%s exists and is not this Distribution's (label %s=%q); it is never taken over",
+				shard.KindName(obj.GroupVersionKind()), obj.GetNamespace(), obj.GetName(), r.Keys.Distribution, live.GetLabels()[r.Keys.Distribution])
+			if !hasEntryState(d, tg.Region, regionsyncv1alpha1.PlacementConflict) {
+				r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventConflict, eventActionPlace, "%s", e.Message)
+			}
+			return e
+		case err == nil:
+			existing = live // ours, not yet in the cache
+		case !apierrors.IsNotFound(err):
+			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed, err.Error()
+			return e
+		}
+	}
+	r.mu.Lock()
+	same := r.applied[key] == hash
+	r.mu.Unlock()
+	if existing != nil && same && inSync(obj, existing) {
+		o := Observe(existing, r.Keys)
+		e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+		return e
+	}
+	ctx, span := r.Tracer.Start(ctx, "apply", trace.WithAttributes(attribute.String("regionsync.object", key)))
+	defer span.End()
+	if tp := telemetry.Traceparent(ctx); tp != "" && obj.GetAnnotations()[r.Keys.TraceParent] == "" {
+		a := obj.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[r.Keys.TraceParent] = tp
+		obj.SetAnnotations(a)
+	}
+	written := obj.DeepCopy()
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(written), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed, fmt.Sprintf("writing %s: %v", key, err)
+		return e
+	}
+	r.mu.Lock()
+	r.applied[key] = hash
+	r.mu.Unlock()
+	o := Observe(written, r.Keys)
+	e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+	return e
+}
+
+// delete deletes a per-region object (UID precondition); the region's agent deletes its copy
+// through its finalizer.
+func (r *DistributionReconciler) delete(ctx context.Context, o *unstructured.Unstructured) error {
+	uid := o.GetUID()
+	err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	return nil
+}
+
+// finalize honours deletionPolicy: Delete removes every per-region object and waits until the
+// regions' agents released them (those stuck terminating are reported WaitingForRegion); Orphan
+// removes the Distribution's label from them. Then it removes the hub's finalizer.
+func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1alpha1.Distribution) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(d, r.Keys.HubFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	var kinds []schema.GroupVersionKind
+	if t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys); err == nil {
+		kinds = append(kinds, t.GVK)
+	}
+	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
+		kinds = append(kinds, prev)
+	}
+	var entries []regionsyncv1alpha1.DistributionRegionStatus
+	for _, gvk := range kinds {
+		objs, err := r.owned(ctx, d, gvk)
+		if errors.Is(err, errNotSynced) {
+			return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for region, o := range objs {
+			if d.Spec.DeletionPolicy == regionsyncv1alpha1.DeletionPolicyOrphan {
+				patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, r.Keys.Distribution))
+				if err := r.Client.Patch(ctx, o, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+					return ctrl.Result{}, fmt.Errorf("orphaning %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+				}
+				continue
+			}
+			e := entryFor(o, region, r.Keys)
+			if o.GetDeletionTimestamp() == nil {
+				if err := r.delete(ctx, o); err != nil {
+					return ctrl.Result{}, err
+				}
+				e.State = regionsyncv1alpha1.PlacementRemoving
+			}
+			entries = append(entries, e)
+		}
+	}
+	if len(entries) > 0 {
+		st := ComputeStatus(d, StatusInput{Entries: entries, PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}, r.Now())
+		after, err := r.writeStatus(ctx, d, st)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: minPositive(after, 2*time.Second)}, nil
+	}
+	if d.Spec.DeletionPolicy == regionsyncv1alpha1.DeletionPolicyOrphan {
+		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, EventOrphaned, eventActionRemove, "per-region objects left in place (deletionPolicy Orphan)")
+	}
+	orig := d.DeepCopy()
+	controllerutil.RemoveFinalizer(d, r.Keys.HubFinalizer)
+	if err := r.Client.Patch(ctx, d, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("removing the finalizer of Distribution %s: %w", client.ObjectKeyFromObject(d), err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// writeStatus writes the status when it changed, at most once per StatusInterval per
+// Distribution; it returns how long to wait before writing a change it held back.
+func (r *DistributionReconciler) writeStatus(ctx context.Context, d *regionsyncv1alpha1.Distribution, st regionsyncv1alpha1.DistributionStatus) (time.Duration, error) {
+	if !statusChanged(&d.Status, &st) {
+		return 0, nil
+	}
+	key := client.ObjectKeyFromObject(d)
+	now := r.Now()
+	r.mu.Lock()
+	last := r.lastStatus[key]
+	r.mu.Unlock()
+	if wait := StatusInterval - now.Sub(last); wait > 0 {
+		return wait, nil
+	}
+	orig := d.DeepCopy()
+	d.Status = st
+	if err := r.Client.Status().Patch(ctx, d, client.MergeFrom(orig), client.FieldOwner(FieldManager)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("writing the status of Distribution %s: %w", key, err)
+	}
+	r.mu.Lock()
+	r.lastStatus[key] = now
+	r.mu.Unlock()
+	return 0, nil
+}
+
+// entryFor is the status entry of an existing per-region object.
+func entryFor(o *unstructured.Unstructured, region string, keys shard.Keys) regionsyncv1alpha1.DistributionRegionStatus {
+	obs := Observe(o, keys)
+	e := regionsyncv1alpha1.DistributionRegionStatus{
+		Region: region, Name: o.GetName(), State: regionsyncv1alpha1.PlacementApplied,
+		Generation: obs.Generation, Current: obs.Current, Health: obs.Health,
+	}
+	if o.GetDeletionTimestamp() != nil {
+		e.State = regionsyncv1alpha1.PlacementRemoving
+		if len(o.GetFinalizers()) > 0 {
+			e.State = regionsyncv1alpha1.PlacementWaitingForRegion
+			e.Message = fmt.Sprintf("terminating since %s; waiting for the region's agent to delete its copy and release %v", o.GetDeletionTimestamp().UTC().Format(time.RFC3339), o.GetFinalizers())
+		}
+	}
+	return e
+}
+
+// inSync reports whether live holds every field of the rendered object (content, labels,
+// annotations) with the same value.
+func inSync(rendered, live *unstructured.Unstructured) bool {
+	for k, v := range rendered.Object {
+		if k == "metadata" || k == "apiVersion" || k == "kind" {
+			continue
+		}
+		if !isSubset(v, live.Object[k]) {
+			return false
+		}
+	}
+	return isSubset(toAny(rendered.GetLabels()), toAny(live.GetLabels())) && isSubset(toAny(rendered.GetAnnotations()), toAny(live.GetAnnotations()))
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// isSubset reports whether every field of want is present with the same value in got (maps
+// recursively, lists element by element and of equal length).
+func isSubset(want, got any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			if gv, ok := g[k]; !ok || !isSubset(wv, gv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !isSubset(w[i], g[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(want, got)
+	}
+}
+
+// hashJSON is a stable hash of a JSON value (encoding/json sorts map keys).
+func hashJSON(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return "unhashable"
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// placedGVK parses status.placedKind ("group/version/Kind" or "version/Kind").
+func placedGVK(s string) (schema.GroupVersionKind, error) {
+	i := len(s) - 1
+	for i >= 0 && s[i] != '/' {
+		i--
+	}
+	if i <= 0 || i == len(s)-1 {
+		return schema.GroupVersionKind{}, fmt.Errorf("no kind in %q", s)
+	}
+	gv, err := schema.ParseGroupVersion(s[:i])
+	if err != nil {
+		return schema.GroupVersionKind{}, err
+	}
+	return gv.WithKind(s[i+1:]), nil
+}
+
+// confirmedBefore reads D/confirm-removals-before (zero when absent or not RFC 3339).
+func confirmedBefore(d *regionsyncv1alpha1.Distribution, keys shard.Keys) time.Time {
+	t, err := time.Parse(time.RFC3339, d.Annotations[keys.ConfirmRemovalsBefore])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func isConditionTrue(d *regionsyncv1alpha1.Distribution, t string) bool {
+	for _, c := range d.Status.Conditions {
+		if c.Type == t {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func isConditionMessage(d *regionsyncv1alpha1.Distribution, t, substring string) bool {
+	for _, c := range d.Status.Conditions {
+		if c.Type == t {
+			return len(c.Message) >= len(substring) && c.Message[:len(substring)] == substring
+		}
+	}
+	return false
+}
+
+func hasEntryState(d *regionsyncv1alpha1.Distribution, region string, s regionsyncv1alpha1.PlacementState) bool {
+	for _, e := range d.Status.Regions {
+		if e.Region == region {
+			return e.State == s
+		}
+	}
+	return false
+}
+
+// minPositive is the smallest positive duration of a and b (0 when neither is).
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}

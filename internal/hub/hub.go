@@ -1,0 +1,162 @@
+// Package hub is regionsync's management-side controller manager (docs/design.md#hub-and-distribution):
+// it places each Distribution, one object in many regions, by writing the per-region objects the
+// regions' agents sync, reports one status per Distribution, and judges every region's heartbeat.
+// cmd/hub only wires it; the rules it shares with the agents (mapping, keys, shard) are
+// internal/shard's.
+package hub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
+)
+
+// Options configure the hub's controllers.
+type Options struct {
+	// AnnotationDomain is the fleet's annotation domain (default regionsync.dev).
+	AnnotationDomain string
+	// Namespace holds the regions' shard Leases (default regionsync-system).
+	Namespace string
+	// LivenessGrace is added to a shard Lease's duration before a region is judged silent.
+	LivenessGrace time.Duration
+	// ShrinkWindow is the shrink guard's window.
+	ShrinkWindow time.Duration
+	// Concurrency is the number of Distributions reconciled at once.
+	Concurrency int
+	// TracerProvider traces every reconcile (nil: no tracing).
+	TracerProvider trace.TracerProvider
+}
+
+// OptionsFromConfig maps the hub's configuration file to Options.
+func OptionsFromConfig(c *Config) Options {
+	return Options{
+		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
+		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency,
+	}
+}
+
+// CacheOptions are the manager cache's options the hub needs: only the shard Leases of the
+// fleet's namespace are cached.
+func CacheOptions(o Options) cache.Options {
+	o = o.withDefaults()
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {
+			Namespaces: map[string]cache.Config{o.Namespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{claim.LeaseLabel: "true"}),
+		},
+	}}
+}
+
+func (o Options) withDefaults() Options {
+	c := &Config{AnnotationDomain: o.AnnotationDomain, Namespace: o.Namespace, Concurrency: o.Concurrency}
+	c.Liveness.Grace.Duration, c.ShrinkGuard.Window.Duration = o.LivenessGrace, o.ShrinkWindow
+	c.Default()
+	return Options{
+		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
+		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency, TracerProvider: o.TracerProvider,
+	}
+}
+
+// Setup adds the hub's controllers to a manager (whose cache was built with CacheOptions): the
+// Distribution controller, with its own cache of per-region objects (only those labelled
+// D/distribution, kept warm on every replica), and the region liveness controller.
+func Setup(mgr ctrl.Manager, o Options) error {
+	o = o.withDefaults()
+	keys := shard.NewKeys(o.AnnotationDomain)
+	owned, err := labels.NewRequirement(keys.Distribution, selection.Exists, nil)
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	objects, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		DefaultLabelSelector: labels.NewSelector().Add(*owned),
+	})
+	if err != nil {
+		return fmt.Errorf("hub: the per-region objects' cache: %w", err)
+	}
+	if err := mgr.Add(warmCache{objects}); err != nil {
+		return err
+	}
+	tp := o.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	d := &DistributionReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Objects: objects, Keys: keys,
+		Recorder: mgr.GetEventRecorder("regionsync-hub"), Guard: &ShrinkGuard{Window: o.ShrinkWindow},
+		Tracer: tp.Tracer("regionsync-hub"), Concurrency: o.Concurrency,
+	}
+	if err := d.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	if err := mgr.Add(&kindWarmer{cache: mgr.GetCache(), d: d}); err != nil {
+		return err
+	}
+	l := &LivenessReconciler{Client: mgr.GetClient(), Namespace: o.Namespace, Grace: o.LivenessGrace}
+	if err := l.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	return nil
+}
+
+// warmCache runs the per-region objects' cache on every replica, so that a standby taking over
+// lists nothing again (a bare cache added to a manager would start only on the leader).
+type warmCache struct{ cache.Cache }
+
+// NeedLeaderElection is false: the cache runs on every replica.
+func (warmCache) NeedLeaderElection() bool { return false }
+
+// kindWarmer, on every replica, watches the kinds every Distribution places, so that their
+// per-region objects are cached before this replica leads.
+type kindWarmer struct {
+	cache cache.Cache
+	d     *DistributionReconciler
+}
+
+// NeedLeaderElection is false: standbys warm up too.
+func (*kindWarmer) NeedLeaderElection() bool { return false }
+
+// Start registers a handler on the Distribution informer that watches each Distribution's kind.
+func (w *kindWarmer) Start(ctx context.Context) error {
+	inf, err := w.cache.GetInformer(ctx, &regionsyncv1alpha1.Distribution{})
+	if err != nil {
+		return fmt.Errorf("hub: watching Distributions: %w", err)
+	}
+	warm := func(obj any) {
+		d, ok := obj.(*regionsyncv1alpha1.Distribution)
+		if !ok {
+			return
+		}
+		if t, err := ParseTemplate(d.Spec.Template.Raw, w.d.Keys); err == nil {
+			_, _ = w.d.ensureWatch(ctx, t.GVK)
+		}
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: warm, UpdateFunc: func(_, n any) { warm(n) }})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return inf.RemoveEventHandler(reg)
+}
+
+// builderRegionPredicates lets through Region creations, deletions and changes of spec or
+// labels: not the agents' status heartbeats.
+func builderRegionPredicates() builder.WatchesOption {
+	return builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))
+}

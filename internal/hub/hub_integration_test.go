@@ -1,0 +1,636 @@
+//go:build integration
+
+package hub_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/deploy"
+	"github.com/regionsync/regionsync/internal/hub"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/testenv"
+)
+
+const (
+	ns         = "tenant-acme"
+	tenantKind = "Tenant.demo.regionsync.dev"
+)
+
+var keys = shard.NewKeys("regionsync.dev")
+
+func TestMain(m *testing.M) {
+	testenv.SetProcessLoggers()
+	os.Exit(m.Run())
+}
+
+// startHub runs the hub's controllers in-process against the management cluster until the test
+// ends, as the hub's ServiceAccount with the RBAC deploy/kustomize/hub ships (so the shipped
+// rights are proven enough).
+func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
+	t.Helper()
+	objs, err := deploy.Render("../../deploy/kustomize/hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "regionsync-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			if err := mgmt.Client.Create(context.Background(), obj); err != nil {
+				t.Fatalf("applying the hub's %s %s: %v", obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+	log := testenv.NewTestLog(t)
+	mgr, err := ctrl.NewManager(mgmt.ServiceAccountConfig("regionsync-system", "regionsync-hub"), ctrl.Options{
+		Scheme: testenv.Scheme(), Logger: log.Logger("hub"), Cache: hub.CacheOptions(o),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Setup(mgr, o); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("hub manager: %v", err)
+		}
+	})
+}
+
+func region(name string, lbls map[string]string, rs *regionsyncv1alpha1.RegionShard) *regionsyncv1alpha1.Region {
+	return &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}, Spec: regionsyncv1alpha1.RegionSpec{Shard: rs}}
+}
+
+func tenantShard(suffix, name string, kinds ...string) *regionsyncv1alpha1.RegionShard {
+	if len(kinds) == 0 {
+		kinds = []string{tenantKind}
+	}
+	return &regionsyncv1alpha1.RegionShard{
+		NamespacePrefix: "tenant-", RemoteResourceSuffix: suffix,
+		LabelSelector: "regionsync.dev/region=" + name, Kinds: kinds,
+	}
+}
+
+func tenantTemplate(plan string, extra string) runtime.RawExtension {
+	return runtime.RawExtension{Raw: []byte(fmt.Sprintf(
+		`{"apiVersion":"demo.regionsync.dev/v1alpha1","kind":"Tenant","metadata":{"labels":{"team":"acme"}%s},"spec":{"displayName":"Acme","plan":%q}}`, extra, plan))}
+}
+
+func create(t *testing.T, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func getTenant(c client.Client, name string) (*demov1alpha1.Tenant, error) {
+	tn := &demov1alpha1.Tenant{}
+	return tn, c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, tn)
+}
+
+func getDist(t *testing.T, c client.Client, name string) *regionsyncv1alpha1.Distribution {
+	t.Helper()
+	d := &regionsyncv1alpha1.Distribution{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func entry(d *regionsyncv1alpha1.Distribution, region string) *regionsyncv1alpha1.DistributionRegionStatus {
+	for i := range d.Status.Regions {
+		if d.Status.Regions[i].Region == region {
+			return &d.Status.Regions[i]
+		}
+	}
+	return nil
+}
+
+// TestHubDistribution: a template placed by region selector with an override for one region;
+// regions without a shard, or not syncing the kind, listed Unplaceable; a foreign object at a
+// per-region name refused; currentness and health from the agent's generation annotations; the
+// agent's finalizer and annotations kept across template changes; a region that stops matching
+// loses its object; bad input named in a condition while other Distributions go on; the shrink
+// guard holds a large removal until confirmed; deletion with Delete and Orphan.
+func TestHubDistribution(t *testing.T) {
+	bg := context.Background()
+	f := testenv.StartT(t, "management")
+	mgmt := f.Cluster("management")
+	c := mgmt.Client
+	prod := map[string]string{"tier": "prod"}
+	create(t, c,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		region("r-a", prod, tenantShard("-ra", "r-a")),
+		region("r-b", prod, tenantShard("-rb", "r-b")),
+		region("r-c", map[string]string{"tier": "dev"}, tenantShard("-rc", "r-c")),
+		region("r-old", prod, nil),
+		region("r-cm", prod, tenantShard("-rcm", "r-cm", "ConfigMap")),
+	)
+	// A Tenant the hub does not control, at the name the Distribution would use in r-c.
+	foreign := testenv.Tenant(ns, "acme-rc", "Someone else's")
+	foreign.Labels = map[string]string{"regionsync.dev/region": "r-c"}
+	create(t, c, foreign)
+	startHub(t, mgmt, hub.Options{ShrinkWindow: time.Minute})
+
+	d := &regionsyncv1alpha1.Distribution{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},
+		Spec: regionsyncv1alpha1.DistributionSpec{
+			Template: tenantTemplate("team", ""),
+			Placement: regionsyncv1alpha1.Placement{
+				RegionSelector: &metav1.LabelSelector{MatchLabels: prod},
+			},
+			Overrides: []regionsyncv1alpha1.Override{{
+				Regions:    []string{"r-b"},
+				MergePatch: &apiextensionsv1.JSON{Raw: []byte(`{"spec":{"plan":"enterprise"},"metadata":{"labels":{"tier":"gold"}}}`)},
+			}},
+		},
+	}
+	create(t, c, d)
+
+	testenv.Eventually(t, "per-region objects in r-a and r-b, r-b overridden", 20*time.Second, func() error {
+		a, err := getTenant(c, "acme-ra")
+		if err != nil {
+			return err
+		}
+		b, err := getTenant(c, "acme-rb")
+		if err != nil {
+			return err
+		}
+		if a.Spec.Plan != "team" || b.Spec.Plan != "enterprise" || a.Spec.DisplayName != "Acme" {
+			return fmt.Errorf("plans %q, %q", a.Spec.Plan, b.Spec.Plan)
+		}
+		for _, tn := range []*demov1alpha1.Tenant{a, b} {
+			want := map[string]string{"regionsync.dev/region": "r-" + strings.TrimPrefix(tn.Name, "acme-r"), keys.Distribution: "acme", "team": "acme"}
+			for k, v := range want {
+				if tn.Labels[k] != v {
+					return fmt.Errorf("%s labels %v, want %s=%s", tn.Name, tn.Labels, k, v)
+				}
+			}
+			if len(tn.OwnerReferences) > 0 {
+				return fmt.Errorf("%s has owner references %v", tn.Name, tn.OwnerReferences)
+			}
+		}
+		if b.Labels["tier"] != "gold" || a.Labels["tier"] != "" {
+			return fmt.Errorf("override labels: a %v, b %v", a.Labels, b.Labels)
+		}
+		return nil
+	})
+	testenv.Eventually(t, "status: 4 selected, 2 placed, 2 unplaceable with their reasons", 20*time.Second, func() error {
+		got := getDist(t, c, "acme")
+		cnt := got.Status.Counts
+		if cnt.Selected != 4 || cnt.Placed != 2 || cnt.Unplaceable != 2 {
+			return fmt.Errorf("counts %+v", cnt)
+		}
+		if e := entry(got, "r-old"); e == nil || e.State != regionsyncv1alpha1.PlacementUnplaceable || e.Reason != regionsyncv1alpha1.ReasonNoShard {
+			return fmt.Errorf("r-old: %+v", e)
+		}
+		if e := entry(got, "r-cm"); e == nil || e.Reason != regionsyncv1alpha1.ReasonKindNotSynced || !strings.Contains(e.Message, tenantKind) {
+			return fmt.Errorf("r-cm: %+v", e)
+		}
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, regionsyncv1alpha1.DistributionApplied) ||
+			!meta.IsStatusConditionTrue(got.Status.Conditions, regionsyncv1alpha1.DistributionDegraded) {
+			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+		}
+		if !controllerutilContains(got.Finalizers, keys.HubFinalizer) {
+			return fmt.Errorf("finalizers %v", got.Finalizers)
+		}
+		return nil
+	})
+
+	// The agent of r-a claims its object and reports it current and observed (as internal/syncer does).
+	agentReports := func(name string, observed int64) {
+		t.Helper()
+		tn, err := getTenant(c, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn.Finalizers = append(tn.Finalizers, keys.Finalizer)
+		if tn.Annotations == nil {
+			tn.Annotations = map[string]string{}
+		}
+		tn.Annotations[keys.RemoteGeneration] = strconv.FormatInt(tn.Generation, 10)
+		tn.Annotations[keys.LocalGeneration] = strconv.FormatInt(observed, 10)
+		if err := c.Update(bg, tn, client.FieldOwner("regionsync")); err != nil {
+			t.Fatal(err)
+		}
+		tn.Status = demov1alpha1.TenantStatus{ObservedGeneration: observed, Phase: "Ready"}
+		if err := c.Status().Update(bg, tn, client.FieldOwner("regionsync")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentReports("acme-ra", 3)
+	testenv.Eventually(t, "r-a current and ready", 20*time.Second, func() error {
+		got := getDist(t, c, "acme")
+		e := entry(got, "r-a")
+		if e == nil || !e.Current || e.Health != "Current" || got.Status.Counts.Current != 1 || got.Status.Counts.Ready != 1 {
+			return fmt.Errorf("r-a %+v, counts %+v", e, got.Status.Counts)
+		}
+		return nil
+	})
+
+	// A template change reaches both objects; the agent's finalizer and annotations stay, and r-a
+	// is no longer current until its agent copies the new generation.
+	got := getDist(t, c, "acme")
+	got.Spec.Template = tenantTemplate("free", "")
+	got.Spec.Overrides = nil
+	if err := c.Update(bg, got); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the change placed, the agent's marks kept", 20*time.Second, func() error {
+		a, err := getTenant(c, "acme-ra")
+		if err != nil {
+			return err
+		}
+		b, err := getTenant(c, "acme-rb")
+		if err != nil {
+			return err
+		}
+		if a.Spec.Plan != "free" || b.Spec.Plan != "free" || b.Labels["tier"] != "" {
+			return fmt.Errorf("plans %q %q, r-b labels %v; status %+v", a.Spec.Plan, b.Spec.Plan, b.Labels, getDist(t, c, "acme").Status)
+		}
+		if !controllerutilContains(a.Finalizers, keys.Finalizer) || a.Annotations[keys.LocalGeneration] != "3" {
+			return fmt.Errorf("r-a lost the agent's marks: finalizers %v annotations %v", a.Finalizers, a.Annotations)
+		}
+		if e := entry(getDist(t, c, "acme"), "r-a"); e == nil || e.Current || e.Generation != a.Generation {
+			return fmt.Errorf("r-a entry %+v (object generation %d)", e, a.Generation)
+		}
+		return nil
+	})
+
+	// A foreign object at r-c's name is refused, left unchanged, and reported.
+	got = getDist(t, c, "acme")
+	got.Spec.Placement.Regions = []string{"r-c"}
+	if err := c.Update(bg, got); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "r-c Conflict, Applied=False, a Warning event", 20*time.Second, func() error {
+		got := getDist(t, c, "acme")
+		e := entry(got, "r-c")
+		if e == nil || e.State != regionsyncv1alpha1.PlacementConflict || !strings.Contains(e.Message, "never taken over") {
+			return fmt.Errorf("r-c %+v", e)
+		}
+		applied := meta.FindStatusCondition(got.Status.Conditions, regionsyncv1alpha1.DistributionApplied)
+		if applied == nil || applied.Status != metav1.ConditionFalse || applied.Reason != regionsyncv1alpha1.ReasonConflict {
+			return fmt.Errorf("Applied %+v", applied)
+		}
+		var evs eventsv1.EventList
+		if err := c.List(bg, &evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if ev.Regarding.Name == "acme" && ev.Reason == hub.EventConflict && ev.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return errors.New("no Conflict event")
+	})
+	if tn, err := getTenant(c, "acme-rc"); err != nil || tn.Spec.DisplayName != "Someone else's" || tn.Labels[keys.Distribution] != "" {
+		t.Fatalf("the foreign object was changed: %+v, %v", tn, err)
+	}
+
+	// Bad input: a template setting one of regionsync's keys, and a patch that does not apply.
+	bad := &regionsyncv1alpha1.Distribution{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
+		Spec: regionsyncv1alpha1.DistributionSpec{
+			Template:  tenantTemplate("team", `,"annotations":{"regionsync.dev/paused":"true"}`),
+			Placement: regionsyncv1alpha1.Placement{Regions: []string{"r-a"}},
+		},
+	}
+	badPatch := &regionsyncv1alpha1.Distribution{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "patchy"},
+		Spec: regionsyncv1alpha1.DistributionSpec{
+			Template:  tenantTemplate("team", ""),
+			Placement: regionsyncv1alpha1.Placement{Regions: []string{"r-a", "r-b"}},
+			Overrides: []regionsyncv1alpha1.Override{{Regions: []string{"r-b"}, JSONPatch: []regionsyncv1alpha1.JSONPatchOperation{
+				{Op: "replace", Path: "/spec/nowhere/deep", Value: &apiextensionsv1.JSON{Raw: []byte(`1`)}},
+			}}},
+		},
+	}
+	create(t, c, bad, badPatch)
+	testenv.Eventually(t, "bad input named in conditions; the good region of patchy placed", 20*time.Second, func() error {
+		b := getDist(t, c, "bad")
+		applied := meta.FindStatusCondition(b.Status.Conditions, regionsyncv1alpha1.DistributionApplied)
+		if applied == nil || applied.Reason != regionsyncv1alpha1.ReasonInvalidSpec || !strings.Contains(applied.Message, "spec.template.metadata.annotations[regionsync.dev/paused]") {
+			return fmt.Errorf("bad: Applied %+v", applied)
+		}
+		p := getDist(t, c, "patchy")
+		if e := entry(p, "r-b"); e == nil || e.State != regionsyncv1alpha1.PlacementFailed || !strings.Contains(e.Message, "spec.overrides[0].jsonPatch") {
+			return fmt.Errorf("patchy r-b %+v", e)
+		}
+		if _, err := getTenant(c, "patchy-ra"); err != nil {
+			return fmt.Errorf("patchy r-a: %w", err)
+		}
+		if _, err := getTenant(c, "patchy-rb"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("patchy r-b written: %v", err)
+		}
+		return nil
+	})
+	if _, err := getTenant(c, "bad-ra"); !apierrors.IsNotFound(err) {
+		t.Fatalf("bad-ra: %v, want NotFound", err)
+	}
+
+	// r-b stops matching: its object is removed (one of two: within the guard); the agent's
+	// finalizer path does the rest (here: the test releases it, as the agent would).
+	agentReports("acme-rb", 1)
+	rb := &regionsyncv1alpha1.Region{}
+	if err := c.Get(bg, types.NamespacedName{Name: "r-b"}, rb); err != nil {
+		t.Fatal(err)
+	}
+	rb.Labels = map[string]string{"tier": "dev"}
+	if err := c.Update(bg, rb); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "acme-rb terminating, r-b WaitingForRegion", 20*time.Second, func() error {
+		tn, err := getTenant(c, "acme-rb")
+		if err != nil {
+			return err
+		}
+		if tn.DeletionTimestamp == nil {
+			return errors.New("acme-rb not terminating")
+		}
+		if e := entry(getDist(t, c, "acme"), "r-b"); e == nil || e.State != regionsyncv1alpha1.PlacementWaitingForRegion {
+			return fmt.Errorf("r-b %+v", e)
+		}
+		return nil
+	})
+	releaseFinalizer(t, c, "acme-rb")
+	testenv.Eventually(t, "acme-rb gone, r-b no longer listed", 20*time.Second, func() error {
+		if _, err := getTenant(c, "acme-rb"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("acme-rb: %v", err)
+		}
+		if e := entry(getDist(t, c, "acme"), "r-b"); e != nil {
+			return fmt.Errorf("r-b still listed: %+v", e)
+		}
+		return nil
+	})
+
+	// The shrink guard: "spread" is in r-a, r-b (by name) and three more regions; a selector typo
+	// that drops four of five is held until confirmed.
+	for _, n := range []string{"r-d", "r-e", "r-f"} {
+		create(t, c, region(n, map[string]string{"wave": "1"}, tenantShard("-"+strings.TrimPrefix(n, "r-")+"x", n)))
+	}
+	spread := &regionsyncv1alpha1.Distribution{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spread"},
+		Spec: regionsyncv1alpha1.DistributionSpec{
+			Template: tenantTemplate("team", ""),
+			Placement: regionsyncv1alpha1.Placement{Regions: []string{"r-a", "r-b"},
+				RegionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"wave": "1"}}},
+		},
+	}
+	create(t, c, spread)
+	testenv.Eventually(t, "spread placed in 5 regions", 20*time.Second, func() error {
+		if n := getDist(t, c, "spread").Status.Counts.Placed; n != 5 {
+			return fmt.Errorf("placed %d", n)
+		}
+		return nil
+	})
+	got = getDist(t, c, "spread")
+	got.Spec.Placement.RegionSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"wave": "l"}} // the typo
+	got.Spec.Placement.Regions = []string{"r-a"}
+	if err := c.Update(bg, got); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "removal of 4 of 5 held", 20*time.Second, func() error {
+		got := getDist(t, c, "spread")
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, regionsyncv1alpha1.DistributionRemovalHeld) || got.Status.Counts.Removing != 4 {
+			return fmt.Errorf("conditions %+v counts %+v", got.Status.Conditions, got.Status.Counts)
+		}
+		return nil
+	})
+	testenv.Consistently(t, "held objects stay", 2*time.Second, func() error {
+		for _, n := range []string{"spread-rb", "spread-dx", "spread-ex", "spread-fx"} {
+			tn, err := getTenant(c, n)
+			if err != nil || tn.DeletionTimestamp != nil {
+				return fmt.Errorf("%s: %v (deleting %v)", n, err, tn.DeletionTimestamp)
+			}
+		}
+		return nil
+	})
+	got = getDist(t, c, "spread")
+	got.Annotations = map[string]string{keys.ConfirmRemovalsBefore: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
+	if err := c.Update(bg, got); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "confirmed removals go ahead", 20*time.Second, func() error {
+		for _, n := range []string{"spread-rb", "spread-dx", "spread-ex", "spread-fx"} {
+			if _, err := getTenant(c, n); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s: %v", n, err)
+			}
+		}
+		if meta.IsStatusConditionTrue(getDist(t, c, "spread").Status.Conditions, regionsyncv1alpha1.DistributionRemovalHeld) {
+			return errors.New("still RemovalHeld")
+		}
+		return nil
+	})
+
+	// Deletion: Orphan keeps spread-ra without the Distribution's label; Delete removes acme's
+	// object and keeps the Distribution until the agent released it.
+	got = getDist(t, c, "spread")
+	got.Spec.DeletionPolicy = regionsyncv1alpha1.DeletionPolicyOrphan
+	if err := c.Update(bg, got); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"spread", "acme"} {
+		if err := c.Delete(bg, getDist(t, c, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, "spread gone, its object orphaned", 20*time.Second, func() error {
+		if err := c.Get(bg, types.NamespacedName{Namespace: ns, Name: "spread"}, &regionsyncv1alpha1.Distribution{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("spread: %v", err)
+		}
+		tn, err := getTenant(c, "spread-ra")
+		if err != nil {
+			return err
+		}
+		if tn.DeletionTimestamp != nil || tn.Labels[keys.Distribution] != "" || tn.Labels["regionsync.dev/region"] != "r-a" {
+			return fmt.Errorf("spread-ra %v deleting %v", tn.Labels, tn.DeletionTimestamp)
+		}
+		return nil
+	})
+	testenv.Eventually(t, "acme waits for its region's agent", 20*time.Second, func() error {
+		tn, err := getTenant(c, "acme-ra")
+		if err != nil {
+			return err
+		}
+		if tn.DeletionTimestamp == nil {
+			return errors.New("acme-ra not terminating")
+		}
+		if e := entry(getDist(t, c, "acme"), "r-a"); e == nil || e.State != regionsyncv1alpha1.PlacementWaitingForRegion {
+			return fmt.Errorf("r-a %+v", e)
+		}
+		return nil
+	})
+	releaseFinalizer(t, c, "acme-ra")
+	testenv.Eventually(t, "acme and its object gone", 20*time.Second, func() error {
+		if _, err := getTenant(c, "acme-ra"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("acme-ra: %v", err)
+		}
+		if err := c.Get(bg, types.NamespacedName{Namespace: ns, Name: "acme"}, &regionsyncv1alpha1.Distribution{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("acme: %v", err)
+		}
+		return nil
+	})
+	if tn, err := getTenant(c, "acme-rc"); err != nil || tn.DeletionTimestamp != nil {
+		t.Fatalf("the foreign object: %v, %v", err, tn.DeletionTimestamp)
+	}
+}
+
+func releaseFinalizer(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	tn, err := getTenant(c, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.Finalizers = nil
+	if err := c.Update(context.Background(), tn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func controllerutilContains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHubRegionLiveness: a Region whose shard Lease stops being renewed gets Ready=Unknown
+// (HeartbeatMissed) after the lease duration plus the grace, on the hub's clock, and not while it
+// is renewed; the agent's next report (Ready again) replaces it; spec.shard is immutable.
+func TestHubRegionLiveness(t *testing.T) {
+	bg := context.Background()
+	f := testenv.StartT(t, "management")
+	mgmt := f.Cluster("management")
+	c := mgmt.Client
+	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "regionsync-system"}}, region("r-live", nil, tenantShard("-live", "r-live")))
+
+	r := &regionsyncv1alpha1.Region{}
+	if err := c.Get(bg, types.NamespacedName{Name: "r-live"}, r); err != nil {
+		t.Fatal(err)
+	}
+	r.Spec.Shard.RemoteResourceSuffix = "-other"
+	if err := c.Update(bg, r); err == nil || !strings.Contains(err.Error(), "spec.shard is immutable") {
+		t.Fatalf("changing spec.shard: %v, want refused as immutable", err)
+	}
+
+	agentReady := func() {
+		t.Helper()
+		r := &regionsyncv1alpha1.Region{}
+		if err := c.Get(bg, types.NamespacedName{Name: "r-live"}, r); err != nil {
+			t.Fatal(err)
+		}
+		meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: regionsyncv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: regionsyncv1alpha1.ReasonReady, Message: "in sync"})
+		if err := c.Status().Update(bg, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentReady()
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "regionsync-system", Name: "region-r-live", Labels: map[string]string{"regionsync.dev/shard-lease": "true"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("r-live/agent"), LeaseDurationSeconds: ptr.To[int32](2), RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	create(t, c, lease)
+	renew := func() {
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		if err := c.Update(bg, lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startHub(t, mgmt, hub.Options{LivenessGrace: time.Second})
+	ready := func() (*metav1.Condition, error) {
+		r := &regionsyncv1alpha1.Region{}
+		if err := c.Get(bg, types.NamespacedName{Name: "r-live"}, r); err != nil {
+			return nil, err
+		}
+		cond := meta.FindStatusCondition(r.Status.Conditions, regionsyncv1alpha1.ConditionReady)
+		if cond == nil {
+			return nil, errors.New("no Ready condition")
+		}
+		return cond, nil
+	}
+	last := time.Now()
+	testenv.Consistently(t, "Ready stays True while the Lease is renewed every second", 6*time.Second, func() error {
+		if time.Since(last) > time.Second {
+			renew()
+			last = time.Now()
+		}
+		cond, err := ready()
+		if err != nil {
+			return err
+		}
+		if cond.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %s %s: %s", cond.Status, cond.Reason, cond.Message)
+		}
+		return nil
+	})
+	stopped := time.Now()
+	testenv.Eventually(t, "Ready=Unknown HeartbeatMissed once the Lease is not renewed", 15*time.Second, func() error {
+		cond, err := ready()
+		if err != nil {
+			return err
+		}
+		if cond.Status != metav1.ConditionUnknown || cond.Reason != regionsyncv1alpha1.ReasonHeartbeatMissed {
+			return fmt.Errorf("Ready %s %s", cond.Status, cond.Reason)
+		}
+		return nil
+	})
+	if since := time.Since(stopped); since < 2*time.Second {
+		t.Fatalf("Ready=Unknown %s after the last renewal, before the lease duration (2s) + grace (1s)", since)
+	}
+	// The agent comes back: it renews and reports Ready; the hub leaves it.
+	renew()
+	agentReady()
+	last = time.Now()
+	testenv.Consistently(t, "Ready stays True once the agent is back", 5*time.Second, func() error {
+		if time.Since(last) > time.Second {
+			renew()
+			last = time.Now()
+		}
+		cond, err := ready()
+		if err != nil {
+			return err
+		}
+		if cond.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %s %s", cond.Status, cond.Reason)
+		}
+		return nil
+	})
+}
