@@ -28,6 +28,12 @@ const (
 	ResultRefused   = "refused"
 )
 
+// Results of a management credential renewal (besides ResultError).
+const (
+	CredentialRenewed = "renewed" // a new token from management
+	CredentialLoaded  = "loaded"  // a newer token found in the kubeconfig Secret
+)
+
 // labelResource is the label that names the resource kind on every per-kind metric.
 const labelResource = "resource"
 
@@ -127,12 +133,27 @@ var (
 		Name: "regionsync_management_identity_mismatch",
 		Help: "1 while the management cluster's identity (kube-system UID) differs from the recorded or configured one and the agent writes and deletes nothing, else 0.",
 	})
+
+	// ManagementCredentialExpiry is when the management credential this replica uses expires
+	// (Unix seconds; 0 when it is not a ServiceAccount token, whose expiry the agent cannot read).
+	ManagementCredentialExpiry = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "regionsync_management_credential_expiry_timestamp_seconds",
+		Help: "When the management credential (ServiceAccount token) this replica uses expires, in Unix seconds; 0 when unknown (not a ServiceAccount token). With credential renewal on it moves forward at every renewal.",
+	})
+
+	// CredentialRenewals counts management credential renewals by result: renewed (a new token
+	// from management), loaded (a newer token found in the kubeconfig Secret), error.
+	CredentialRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_management_credential_renewals_total",
+		Help: "Management credential renewals by result: renewed (a new token from management), loaded (a newer token found in the kubeconfig Secret), error.",
+	}, []string{"result"})
 )
 
 // Collectors are every regionsync metric.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm, PassBacklog, RegionStatusPublished}
+		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm, PassBacklog, RegionStatusPublished,
+		ManagementCredentialExpiry, CredentialRenewals}
 }
 
 func init() {
