@@ -163,7 +163,7 @@ func (c *Credential) Expiry() time.Time {
 	return time.Time{}
 }
 
-// NeedLeaderElection: every replica talks to management, so every replica keeps its token.
+// NeedLeaderElection is false: every replica talks to management, so every replica keeps its token.
 func (c *Credential) NeedLeaderElection() bool { return false }
 
 // refusedCheckInterval bounds how often a refused credential sends the agent to the Secret.
@@ -304,11 +304,11 @@ func (c *Credential) stored(ctx context.Context) (*corev1.Secret, string, error)
 	}
 	data, ok := s.Data[c.renew.Key]
 	if !ok {
-		return nil, "", fmt.Errorf("Secret %s has no key %q", c.renew.Secret, c.renew.Key)
+		return nil, "", fmt.Errorf("secret %s has no key %q", c.renew.Secret, c.renew.Key)
 	}
 	token, err := KubeconfigToken(data)
 	if err != nil {
-		return s, "", fmt.Errorf("Secret %s, key %q: %w", c.renew.Secret, c.renew.Key, err)
+		return s, "", fmt.Errorf("secret %s, key %q: %w", c.renew.Secret, c.renew.Key, err)
 	}
 	return s, token, nil
 }
@@ -347,7 +347,7 @@ func (c *Credential) store(ctx context.Context) error {
 	}
 	data, err := WithToken(s.Data[c.renew.Key], cur.Value)
 	if err != nil {
-		return fmt.Errorf("Secret %s, key %q: %w", c.renew.Secret, c.renew.Key, err)
+		return fmt.Errorf("secret %s, key %q: %w", c.renew.Secret, c.renew.Key, err)
 	}
 	s.Data[c.renew.Key] = data
 	if err := c.renew.Local.Update(ctx, s); err != nil {

@@ -34,15 +34,19 @@ const (
 	CredentialLoaded  = "loaded"  // a newer token found in the kubeconfig Secret
 )
 
-// labelResource is the label that names the resource kind on every per-kind metric.
-const labelResource = "resource"
+// labelResource is the label that names the resource kind on every per-kind metric, labelResult
+// the outcome on every counter of outcomes.
+const (
+	labelResource = "resource"
+	labelResult   = "result"
+)
 
 var (
 	// Syncs counts sync steps by resource kind, direction and result.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_syncs_total",
 		Help: "Sync steps by resource kind, direction (claim, up, down, generations, delete) and result.",
-	}, []string{labelResource, "direction", "result"})
+	}, []string{labelResource, "direction", labelResult})
 
 	// SyncDuration observes whole reconciles.
 	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -63,7 +67,7 @@ var (
 	SecretUploads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_secret_uploads_total",
 		Help: "Secret uploads to management by resource kind and result (written, unchanged, refused, error).",
-	}, []string{labelResource, "result"})
+	}, []string{labelResource, labelResult})
 
 	// DeletionsHeld is the number of local deletions the budget holds, by resource kind.
 	DeletionsHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -146,7 +150,7 @@ var (
 	CredentialRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_management_credential_renewals_total",
 		Help: "Management credential renewals by result: renewed (a new token from management), loaded (a newer token found in the kubeconfig Secret), error.",
-	}, []string{"result"})
+	}, []string{labelResult})
 )
 
 // Collectors are every regionsync metric.
