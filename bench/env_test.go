@@ -227,6 +227,7 @@ func (e *env) writeAgentConfig(cfg *config.AgentConfig) (string, error) {
 		return "", err
 	}
 	cfg.Management.Kubeconfig = kc
+	cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{} // no token to renew: it impersonates
 	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
 	return testenv.WriteAgentConfig(filepath.Join(e.dir, cfg.Region+"-agent.yaml"), cfg)
 }

@@ -146,8 +146,11 @@ func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Clust
 	if err != nil {
 		return err
 	}
-	// The file the Deployment mounts: same configuration, local paths and ports.
+	// The file the Deployment mounts: same configuration, local paths and ports. The
+	// impersonating kubeconfig holds no token to renew (cmd/agent's TestCredential* run the
+	// renewal with real tokens and the shipped RBAC).
 	cfg.Management.Kubeconfig = mgmtKC
+	cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{}
 	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfgPath, err := testenv.WriteAgentConfig(filepath.Join(f.Dir, region+"-agent.yaml"), cfg)
 	if err != nil {

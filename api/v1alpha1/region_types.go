@@ -150,6 +150,12 @@ type RegionStatus struct {
 	// LastSyncTime is when the agent last wrote a change to either cluster.
 	// +optional
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// CredentialExpiryTime is when the management credential (the region's ServiceAccount
+	// token) the leader uses expires. With credential renewal on, the agent renews it at two
+	// thirds of its lifetime (or its configured margin), so it keeps moving forward; a time that
+	// comes near means renewal fails. Empty when unknown (not a ServiceAccount token).
+	// +optional
+	CredentialExpiryTime *metav1.Time `json:"credentialExpiryTime,omitempty"`
 	// HeartbeatTime is refreshed by the leader at least every minute; its age is how long the
 	// region has been silent (the shard Lease's renewTime is the finer-grained heartbeat).
 	// +optional

@@ -357,6 +357,10 @@ func (in *RegionStatus) DeepCopyInto(out *RegionStatus) {
 		in, out := &in.LastSyncTime, &out.LastSyncTime
 		*out = (*in).DeepCopy()
 	}
+	if in.CredentialExpiryTime != nil {
+		in, out := &in.CredentialExpiryTime, &out.CredentialExpiryTime
+		*out = (*in).DeepCopy()
+	}
 	if in.HeartbeatTime != nil {
 		in, out := &in.HeartbeatTime, &out.HeartbeatTime
 		*out = (*in).DeepCopy()

@@ -132,8 +132,14 @@ func (p *proc) counter(name string, labelParts ...string) (float64, error) {
 	return v, err
 }
 
-// startAgent writes cfg and runs the agent against the local cluster.
+// startAgent writes cfg and runs the agent against the local cluster (as its admin).
 func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.AgentConfig) *proc {
+	t.Helper()
+	return startAgentWith(t, name, local.Kubeconfig, cfg)
+}
+
+// startAgentWith writes cfg and runs the agent with the local cluster's kubeconfig localKC.
+func startAgentWith(t *testing.T, name, localKC string, cfg *config.AgentConfig) *proc {
 	t.Helper()
 	p := &proc{name: name, metrics: freeAddr(t), healthz: freeAddr(t)}
 	c := *cfg
@@ -143,7 +149,7 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 		t.Fatal(err)
 	}
 	out, w := io.Pipe()
-	p.p, err = testenv.StartAgent(agentBin, name, path, local.Kubeconfig, w, func() { w.Close() })
+	p.p, err = testenv.StartAgent(agentBin, name, path, localKC, w, func() { w.Close() })
 	if err != nil {
 		t.Fatal(err)
 	}

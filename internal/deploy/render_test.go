@@ -118,6 +118,31 @@ func TestAgentOverlays(t *testing.T) {
 			if secret != "regionsync-management-kubeconfig" {
 				t.Errorf("management kubeconfig Secret %q", secret)
 			}
+			// The agent renews its credential into the Secret it is mounted from, and may get and
+			// update that one Secret only.
+			if cr := cfg.Management.CredentialRenewal; !cr.Enabled || cr.SecretName != secret || cr.SecretNamespace != "regionsync-system" {
+				t.Errorf("credential renewal %+v, want on, into Secret regionsync-system/%s", cr, secret)
+			}
+			var secretRules []string
+			for _, kind := range []string{"Role", "ClusterRole"} {
+				for _, o := range objs {
+					if o.GetKind() != kind {
+						continue
+					}
+					for _, r := range nested(o, "rules").([]any) {
+						rule := r.(map[string]any)
+						if res, _ := rule["resources"].([]any); slices.Contains(res, any("secrets")) {
+							secretRules = append(secretRules, fmt.Sprintf("%s %s: %v %v", kind, o.GetName(), rule["resourceNames"], rule["verbs"]))
+						}
+					}
+				}
+			}
+			if want := []string{
+				"Role regionsync-agent-leader-election: [regionsync-management-kubeconfig] [get update]",
+				"ClusterRole regionsync-agent: [tenant-token] [get list watch]",
+			}; !slices.Equal(secretRules, want) {
+				t.Errorf("Secret rules %q, want %q", secretRules, want)
+			}
 			for _, kind := range []string{"PodDisruptionBudget", "Service", "ServiceAccount", "ClusterRole", "Role"} {
 				if Find(objs, kind, "") == nil {
 					t.Errorf("no %s", kind)
@@ -180,6 +205,16 @@ func TestManagementOverlays(t *testing.T) {
 			}
 			if got := names["regions/status"]; len(got) != 1 || got[0] != region {
 				t.Errorf("region status names %v", got)
+			}
+			// Its credential's renewal: tokens of its own ServiceAccount only, in its namespace.
+			token := Find(objs, "Role", "regionsync-region-"+region+"-token")
+			if token == nil || token.GetNamespace() != "regionsync-system" ||
+				fmt.Sprint(nested(token, "rules")) != fmt.Sprintf("[map[apiGroups:[] resourceNames:[region-%s] resources:[serviceaccounts/token] verbs:[create]]]", region) {
+				t.Errorf("token role %v", token)
+			}
+			if b := Find(objs, "RoleBinding", "regionsync-region-"+region+"-token"); b == nil ||
+				fmt.Sprint(nested(b, "subjects")) != fmt.Sprintf("[map[kind:ServiceAccount name:region-%s namespace:regionsync-system]]", region) {
+				t.Errorf("token role binding %v", b)
 			}
 			lease := Find(objs, "Role", "regionsync-region-"+region+"-lease")
 			if lease == nil || nested(lease, "rules").([]any)[0].(map[string]any)["resourceNames"].([]any)[0] != claim.LeaseName(region) {

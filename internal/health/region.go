@@ -57,6 +57,9 @@ type Sources struct {
 	// FirstPassDone reports whether every kind's caches synced and its first pass over the shard
 	// finished; until then the region is neither Synced nor Ready.
 	FirstPassDone func() bool
+	// CredentialExpiry is when the management credential in use expires (zero when unknown);
+	// nil reports none.
+	CredentialExpiry func() time.Time
 }
 
 // Reporter keeps the status of the Region named after the agent's region current. It writes only
@@ -297,6 +300,11 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	}
 	if !last.IsZero() {
 		st.LastSyncTime = &metav1.Time{Time: last.Truncate(time.Second)}
+	}
+	if r.Sources.CredentialExpiry != nil {
+		if e := r.Sources.CredentialExpiry(); !e.IsZero() {
+			st.CredentialExpiryTime = &metav1.Time{Time: e.Truncate(time.Second)}
+		}
 	}
 	set := func(t string, ok bool, reason, msg string) {
 		status := metav1.ConditionFalse

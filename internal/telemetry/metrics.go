@@ -28,15 +28,25 @@ const (
 	ResultRefused   = "refused"
 )
 
-// labelResource is the label that names the resource kind on every per-kind metric.
-const labelResource = "resource"
+// Results of a management credential renewal (besides ResultError).
+const (
+	CredentialRenewed = "renewed" // a new token from management
+	CredentialLoaded  = "loaded"  // a newer token found in the kubeconfig Secret
+)
+
+// labelResource is the label that names the resource kind on every per-kind metric, labelResult
+// the outcome on every counter of outcomes.
+const (
+	labelResource = "resource"
+	labelResult   = "result"
+)
 
 var (
 	// Syncs counts sync steps by resource kind, direction and result.
 	Syncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_syncs_total",
 		Help: "Sync steps by resource kind, direction (claim, up, down, generations, delete) and result.",
-	}, []string{labelResource, "direction", "result"})
+	}, []string{labelResource, "direction", labelResult})
 
 	// SyncDuration observes whole reconciles.
 	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -57,7 +67,7 @@ var (
 	SecretUploads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regionsync_secret_uploads_total",
 		Help: "Secret uploads to management by resource kind and result (written, unchanged, refused, error).",
-	}, []string{labelResource, "result"})
+	}, []string{labelResource, labelResult})
 
 	// DeletionsHeld is the number of local deletions the budget holds, by resource kind.
 	DeletionsHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -127,12 +137,27 @@ var (
 		Name: "regionsync_management_identity_mismatch",
 		Help: "1 while the management cluster's identity (kube-system UID) differs from the recorded or configured one and the agent writes and deletes nothing, else 0.",
 	})
+
+	// ManagementCredentialExpiry is when the management credential this replica uses expires
+	// (Unix seconds; 0 when it is not a ServiceAccount token, whose expiry the agent cannot read).
+	ManagementCredentialExpiry = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "regionsync_management_credential_expiry_timestamp_seconds",
+		Help: "When the management credential (ServiceAccount token) this replica uses expires, in Unix seconds; 0 when unknown (not a ServiceAccount token). With credential renewal on it moves forward at every renewal.",
+	})
+
+	// CredentialRenewals counts management credential renewals by result: renewed (a new token
+	// from management), loaded (a newer token found in the kubeconfig Secret), error.
+	CredentialRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_management_credential_renewals_total",
+		Help: "Management credential renewals by result: renewed (a new token from management), loaded (a newer token found in the kubeconfig Secret), error.",
+	}, []string{labelResult})
 )
 
 // Collectors are every regionsync metric.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
-		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm, PassBacklog, RegionStatusPublished}
+		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm, PassBacklog, RegionStatusPublished,
+		ManagementCredentialExpiry, CredentialRenewals}
 }
 
 func init() {

@@ -40,31 +40,32 @@ func TestValidFileAndDefaults(t *testing.T) {
 	}
 	r := cfg.Resources[0]
 	checks := map[string]bool{
-		"annotationDomain":            cfg.AnnotationDomain == DefaultAnnotationDomain,
-		"management.namespace":        cfg.Management.Namespace == DefaultManagementNamespace,
-		"resources[0].strategy":       r.Strategy == StrategyReplace,
-		"resources[0].adoption":       r.Adoption == AdoptionRefuse,
-		"resources[0].privileged":     !r.AllowPrivileged,
-		"resources[0].propagation":    r.DeletePropagation == "Foreground",
-		"resources[0].concurrency":    r.Concurrency == DefaultConcurrency,
-		"leaderElection.enabled":      *cfg.LeaderElection.Enabled,
-		"leaderElection.leaseDur":     cfg.LeaderElection.LeaseDuration.Duration == 15*time.Second,
-		"leaderElection.renew":        cfg.LeaderElection.RenewDeadline.Duration == 10*time.Second,
-		"leaderElection.retry":        cfg.LeaderElection.RetryPeriod.Duration == 400*time.Millisecond,
-		"management.claim.lease":      cfg.Management.Claim.LeaseDuration.Duration == time.Minute,
-		"management.claim.renew":      cfg.Management.Claim.RenewDeadline.Duration == 40*time.Second,
-		"management.claim.retry":      cfg.Management.Claim.RetryPeriod.Duration == 10*time.Second,
-		"deletionBudget.maxFraction":  *cfg.DeletionBudget.MaxFraction == 0.5,
-		"deletionBudget.minObjects":   *cfg.DeletionBudget.MinObjects == DefaultDeletionMinObjects,
-		"deletionBudget.window":       cfg.DeletionBudget.Window.Duration == 10*time.Minute,
-		"resyncPeriod":                cfg.ResyncPeriod.Duration == 10*time.Minute,
-		"telemetry.metricsAddr":       cfg.Telemetry.MetricsAddr == ":8080",
-		"telemetry.healthAddr":        cfg.Telemetry.HealthAddr == ":8081",
-		"telemetry.tracing.sampling":  *cfg.Telemetry.Tracing.SamplingRatio == 1,
-		"telemetry.tracing.endpoint":  cfg.Telemetry.Tracing.Endpoint == "",
-		"shard.remoteResourceSuffix":  cfg.Shard.RemoteResourceSuffix == "-eu-west-1",
-		"shard.labelSelector (empty)": cfg.Shard.LabelSelector == "",
-		"shard.excludedNamespaces":    len(cfg.Shard.ExcludedNamespaces) == 0,
+		"annotationDomain":             cfg.AnnotationDomain == DefaultAnnotationDomain,
+		"management.namespace":         cfg.Management.Namespace == DefaultManagementNamespace,
+		"resources[0].strategy":        r.Strategy == StrategyReplace,
+		"resources[0].adoption":        r.Adoption == AdoptionRefuse,
+		"resources[0].privileged":      !r.AllowPrivileged,
+		"resources[0].propagation":     r.DeletePropagation == "Foreground",
+		"resources[0].concurrency":     r.Concurrency == DefaultConcurrency,
+		"leaderElection.enabled":       *cfg.LeaderElection.Enabled,
+		"leaderElection.leaseDur":      cfg.LeaderElection.LeaseDuration.Duration == 15*time.Second,
+		"leaderElection.renew":         cfg.LeaderElection.RenewDeadline.Duration == 10*time.Second,
+		"leaderElection.retry":         cfg.LeaderElection.RetryPeriod.Duration == 400*time.Millisecond,
+		"management.claim.lease":       cfg.Management.Claim.LeaseDuration.Duration == time.Minute,
+		"management.claim.renew":       cfg.Management.Claim.RenewDeadline.Duration == 40*time.Second,
+		"management.claim.retry":       cfg.Management.Claim.RetryPeriod.Duration == 10*time.Second,
+		"management.credentialRenewal": cfg.Management.CredentialRenewal == CredentialRenewalConfig{},
+		"deletionBudget.maxFraction":   *cfg.DeletionBudget.MaxFraction == 0.5,
+		"deletionBudget.minObjects":    *cfg.DeletionBudget.MinObjects == DefaultDeletionMinObjects,
+		"deletionBudget.window":        cfg.DeletionBudget.Window.Duration == 10*time.Minute,
+		"resyncPeriod":                 cfg.ResyncPeriod.Duration == 10*time.Minute,
+		"telemetry.metricsAddr":        cfg.Telemetry.MetricsAddr == ":8080",
+		"telemetry.healthAddr":         cfg.Telemetry.HealthAddr == ":8081",
+		"telemetry.tracing.sampling":   *cfg.Telemetry.Tracing.SamplingRatio == 1,
+		"telemetry.tracing.endpoint":   cfg.Telemetry.Tracing.Endpoint == "",
+		"shard.remoteResourceSuffix":   cfg.Shard.RemoteResourceSuffix == "-eu-west-1",
+		"shard.labelSelector (empty)":  cfg.Shard.LabelSelector == "",
+		"shard.excludedNamespaces":     len(cfg.Shard.ExcludedNamespaces) == 0,
 	}
 	for name, ok := range checks {
 		if !ok {
@@ -175,6 +176,24 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		"claim bad duration": {edit: func(m map[string]any) {
 			sub(m, "management")["claim"] = map[string]any{"retryPeriod": "often"}
 		}, want: "management.claim.retryPeriod: Invalid value"},
+		"renewal fields while off": {edit: func(m map[string]any) {
+			sub(m, "management")["credentialRenewal"] = map[string]any{"renewBefore": "1h"}
+		}, want: "management.credentialRenewal: Forbidden"},
+		"renewal bad secret": {edit: func(m map[string]any) {
+			sub(m, "management")["credentialRenewal"] = map[string]any{"enabled": true, "secretName": "Kubeconfig!", "secretKey": "a/b"}
+		}, want: "management.credentialRenewal.secretName: Invalid value"},
+		"renewal bad key": {edit: func(m map[string]any) {
+			sub(m, "management")["credentialRenewal"] = map[string]any{"enabled": true, "secretKey": "a/b"}
+		}, want: "management.credentialRenewal.secretKey: Invalid value"},
+		"renewal short lifetime": {edit: func(m map[string]any) {
+			sub(m, "management")["credentialRenewal"] = map[string]any{"enabled": true, "lifetime": "5m"}
+		}, want: "management.credentialRenewal.lifetime: Invalid value"},
+		"renewal margin >= lifetime": {edit: func(m map[string]any) {
+			sub(m, "management")["credentialRenewal"] = map[string]any{"enabled": true, "lifetime": "24h", "renewBefore": "24h"}
+		}, want: "management.credentialRenewal.renewBefore: Invalid value"},
+		"renewal bad duration": {edit: func(m map[string]any) {
+			sub(m, "management")["credentialRenewal"] = map[string]any{"enabled": true, "renewBefore": "soon"}
+		}, want: "management.credentialRenewal.renewBefore: Invalid value"},
 		"fraction zero":      {edit: func(m map[string]any) { sub(m, "deletionBudget")["maxFraction"] = 0 }, want: "deletionBudget.maxFraction: Invalid value"},
 		"fraction above 1":   {edit: func(m map[string]any) { sub(m, "deletionBudget")["maxFraction"] = 1.5 }, want: "deletionBudget.maxFraction: Invalid value"},
 		"negative minimum":   {edit: func(m map[string]any) { sub(m, "deletionBudget")["minObjects"] = -3 }, want: "deletionBudget.minObjects: Invalid value"},

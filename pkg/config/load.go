@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +67,8 @@ const (
 	leaderElectionField = "leaderElection"
 	managementField     = "management"
 	claimField          = "claim"
+	// credentialRenewalField is ManagementConfig.CredentialRenewal's.
+	credentialRenewalField = "credentialRenewal"
 )
 
 // durationFields are the duration-typed fields; encoding/json reports their parse errors without a
@@ -80,6 +83,8 @@ var durationFields = [][]string{
 	{managementField, claimField, "leaseDuration"},
 	{managementField, claimField, "renewDeadline"},
 	{managementField, claimField, "retryPeriod"},
+	{managementField, credentialRenewalField, "lifetime"},
+	{managementField, credentialRenewalField, "renewBefore"},
 }
 
 func durationFieldError(js []byte) error {
@@ -145,6 +150,11 @@ func Default(c *AgentConfig) {
 	defaultDuration(&le.LeaseDuration, DefaultLeaseDuration)
 	defaultDuration(&le.RenewDeadline, DefaultRenewDeadline)
 	defaultDuration(&le.RetryPeriod, DefaultRetryPeriod)
+	if cr := &c.Management.CredentialRenewal; cr.Enabled {
+		cr.SecretName = cmp.Or(cr.SecretName, DefaultCredentialSecret)
+		cr.SecretNamespace = cmp.Or(cr.SecretNamespace, le.Namespace)
+		cr.SecretKey = cmp.Or(cr.SecretKey, DefaultCredentialSecretKey)
+	}
 	cl := &c.Management.Claim
 	defaultDuration(&cl.LeaseDuration, DefaultClaimLeaseDuration)
 	defaultDuration(&cl.RenewDeadline, DefaultClaimRenewDeadline)
@@ -308,7 +318,46 @@ func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
 	}
 	errs = append(errs, ValidateClusterID(p.Child("clusterID"), m.ClusterID)...)
 	c := m.Claim
-	return append(errs, ValidateLeaseTimings(p.Child(claimField), c.LeaseDuration.Duration, c.RenewDeadline.Duration, c.RetryPeriod.Duration)...)
+	errs = append(errs, ValidateLeaseTimings(p.Child(claimField), c.LeaseDuration.Duration, c.RenewDeadline.Duration, c.RetryPeriod.Duration)...)
+	cr, cp := m.CredentialRenewal, p.Child(credentialRenewalField)
+	if cr.Enabled {
+		return append(errs, ValidateCredentialRenewal(cp, cr.SecretName, cr.SecretNamespace, cr.SecretKey, cr.Lifetime.Duration, cr.RenewBefore.Duration)...)
+	}
+	if cr != (CredentialRenewalConfig{}) {
+		errs = append(errs, field.Forbidden(cp, "renewal is off: set "+cp.Child("enabled").String()+": true, or remove the other fields"))
+	}
+	return errs
+}
+
+// minTokenLifetime is the shortest token the TokenRequest API issues.
+const minTokenLifetime = 10 * time.Minute
+
+// ValidateCredentialRenewal checks the renewal of the management credential (p is the renewal):
+// the Secret's name, namespace and key, a lifetime of 0 (the token's own) or at least 10m, and a
+// margin that leaves the token some life.
+func ValidateCredentialRenewal(p *field.Path, secretName, secretNamespace, key string, lifetime, renewBefore time.Duration) field.ErrorList {
+	var errs field.ErrorList
+	if secretName == "" {
+		errs = append(errs, field.Required(p.Child("secretName"), "the Secret holding the management kubeconfig"))
+	} else {
+		for _, m := range validation.IsDNS1123Subdomain(secretName) {
+			errs = append(errs, field.Invalid(p.Child("secretName"), secretName, m))
+		}
+	}
+	errs = append(errs, ValidateDNSLabel(p.Child("secretNamespace"), secretNamespace)...)
+	for _, m := range validation.IsConfigMapKey(key) {
+		errs = append(errs, field.Invalid(p.Child("secretKey"), key, m))
+	}
+	if lifetime != 0 && lifetime < minTokenLifetime {
+		errs = append(errs, field.Invalid(p.Child("lifetime"), lifetime.String(), "must be at least 10m (the shortest token the API server issues), or 0 for the token's own lifetime"))
+	}
+	switch {
+	case renewBefore < 0:
+		errs = append(errs, field.Invalid(p.Child("renewBefore"), renewBefore.String(), "must not be negative"))
+	case lifetime != 0 && renewBefore >= lifetime:
+		errs = append(errs, field.Invalid(p.Child("renewBefore"), renewBefore.String(), "must be less than lifetime ("+lifetime.String()+")"))
+	}
+	return errs
 }
 
 // clusterIDPattern is a Kubernetes UID (an RFC 4122 UUID).

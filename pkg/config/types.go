@@ -27,6 +27,10 @@ const (
 	DefaultMetricsAddr         = ":8080"
 	DefaultHealthAddr          = ":8081"
 	DefaultSamplingRatio       = 1.0
+	// DefaultCredentialSecret is the regional Secret the management kubeconfig is mounted from
+	// (the overlays' name), and DefaultCredentialSecretKey its key.
+	DefaultCredentialSecret    = "regionsync-management-kubeconfig"
+	DefaultCredentialSecretKey = "kubeconfig"
 )
 
 // Strategy says how spec is written to the local copy.
@@ -101,6 +105,33 @@ type ManagementConfig struct {
 	// bound how long another fleet waits for a silent one and how long a leader cut off from
 	// management keeps its claim.
 	Claim LeaseTimings `json:"claim,omitempty"`
+	// CredentialRenewal renews the kubeconfig's token (the region's ServiceAccount token on
+	// management) before it expires and writes the new one into the Secret the kubeconfig is
+	// mounted from. Off by default; the shipped overlays turn it on.
+	CredentialRenewal CredentialRenewalConfig `json:"credentialRenewal,omitempty"`
+}
+
+// CredentialRenewalConfig configures the renewal of the management credential
+// (docs/operations.md#the-regions-management-credential). With it on, the kubeconfig's token
+// must be a ServiceAccount token (scripts/region-kubeconfig.sh makes one); the agent asks
+// management for a new token of that ServiceAccount (the TokenRequest API: its identity needs
+// create on its own serviceaccounts/token), uses it at once and writes it into the Secret (its
+// identity in the region needs get and update on that Secret), so that a restart starts with it.
+type CredentialRenewalConfig struct {
+	// Enabled turns the renewal on.
+	Enabled bool `json:"enabled,omitempty"`
+	// SecretName and SecretNamespace name the regional Secret holding the management kubeconfig
+	// (defaults: DefaultCredentialSecret in leaderElection.namespace).
+	SecretName      string `json:"secretName,omitempty"`
+	SecretNamespace string `json:"secretNamespace,omitempty"`
+	// SecretKey is the Secret's key holding the kubeconfig (default DefaultCredentialSecretKey).
+	SecretKey string `json:"secretKey,omitempty"`
+	// Lifetime is requested for every new token (default: the lifetime of the token in use; at
+	// least 10m; the API server may cap it).
+	Lifetime metav1.Duration `json:"lifetime,omitempty"`
+	// RenewBefore: a token is renewed when less than this is left of it (default: a third of its
+	// lifetime, that is at two thirds of it).
+	RenewBefore metav1.Duration `json:"renewBefore,omitempty"`
 }
 
 // LeaseTimings times a Lease as client-go's leader election does: the holder renews every

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/credential"
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/scheme"
@@ -36,16 +37,18 @@ type fleetLeader struct {
 	version string
 	// noRegion: the Region status is turned off (Options.DisableRegionStatus).
 	noRegion bool
+	// credential is the management credential in use (its expiry is on the Region).
+	credential *credential.Credential
 	// instance makes the per-replica identity unique also for two syncers in one process.
 	instance string
 	claimer  atomic.Pointer[claim.Claimer]
 }
 
 // newFleetLeader builds the leader part from the settings and the defaulted opts.
-func newFleetLeader(cfg *syncer.Settings, opts Options, mgr manager.Manager, engine *syncer.Engine, log logr.Logger) (*fleetLeader, error) {
-	// The engine's management config: the claim's Lease writes and the Region status pass the
-	// same identity guard as every sync write (written only after management's identity was
-	// verified since the last new connection).
+func newFleetLeader(cfg *syncer.Settings, opts Options, mgr manager.Manager, engine *syncer.Engine, cred *credential.Credential, log logr.Logger) (*fleetLeader, error) {
+	// The engine's management config (the credential's, through the identity guard): the
+	// claim's Lease writes and the Region status pass the same guard as every sync write
+	// (written only after management's identity was verified since the last new connection).
 	remote := engine.ManagementConfig()
 	mgmt, err := kubernetes.NewForConfig(remote)
 	if err != nil {
@@ -55,7 +58,7 @@ func newFleetLeader(cfg *syncer.Settings, opts Options, mgr manager.Manager, eng
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
-	return &fleetLeader{cfg: cfg, mgr: mgr, engine: engine, mgmt: mgmt, regions: regions, log: log, holder: replicaName(), scope: opts.Claim.Scope, version: opts.Version, noRegion: opts.DisableRegionStatus, instance: string(uuid.NewUUID())[:8]}, nil
+	return &fleetLeader{cfg: cfg, mgr: mgr, engine: engine, mgmt: mgmt, regions: regions, log: log, holder: replicaName(), scope: opts.Claim.Scope, version: opts.Version, noRegion: opts.DisableRegionStatus, credential: cred, instance: string(uuid.NewUUID())[:8]}, nil
 }
 
 // replicaName identifies this replica: $POD_NAME in a cluster, else host and process ID.
@@ -139,8 +142,9 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 				s := c.State()
 				return health.Claim{Syncing: s.Syncing, Reason: s.Reason, Message: s.Message}
 			},
-			Stats:         func() []health.KindStats { return kindStats(l.engine.Stats()) },
-			FirstPassDone: func() bool { return l.engine.FirstPassDone(ctx) },
+			Stats:            func() []health.KindStats { return kindStats(l.engine.Stats()) },
+			FirstPassDone:    func() bool { return l.engine.FirstPassDone(ctx) },
+			CredentialExpiry: l.credential.Expiry,
 		},
 		Refresh: l.cfg.HeartbeatInterval,
 		Log:     l.log.WithName("region"),
@@ -159,6 +163,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 		}
 		period, stop := context.WithCancel(ctx)
 		go l.engine.WatchManagementIdentity(period, stop)
+		go l.stopWhenRefused(period, stop)
 		err := c.Start(period)
 		stop()
 		if ctx.Err() != nil {
@@ -167,6 +172,19 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 		if err != nil {
 			l.log.Error(err, "claim stopped; starting again")
 		}
+	}
+}
+
+// stopWhenRefused ends the claim period (the engine's write gate closes at once, the
+// controllers stop) when management refuses the credential: a revoked region stops applying what
+// its still-open watches deliver at once, not when its claim lapses. The next period starts once
+// management's identity can be checked again, that is with a credential it accepts.
+func (l *fleetLeader) stopWhenRefused(ctx context.Context, stop func()) {
+	select {
+	case <-ctx.Done():
+	case <-l.credential.Refused():
+		l.log.Info("management refuses the region's credential: syncing stops until it accepts one")
+		stop()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -90,6 +91,35 @@ type Management struct {
 	// management with another identity is refused: nothing is written or deleted, and Readyz
 	// says why, until an operator sets ClusterID or deletes the record.
 	ClusterID string
+	// CredentialRenewal renews Config's credential, a ServiceAccount token, before it expires.
+	// nil (the default) uses Config as it is: a host with a static kubeconfig (or a client
+	// certificate, or an exec plugin) leaves it off. The token's expiry is published either way
+	// when Config holds a ServiceAccount token (ManagementCredentialExpiry, the metric
+	// regionsync_management_credential_expiry_timestamp_seconds, the Region status).
+	CredentialRenewal *CredentialRenewal
+}
+
+// CredentialRenewal renews the management credential, a ServiceAccount token (as
+// scripts/region-kubeconfig.sh makes), on every replica: well before the token expires, the
+// syncer asks management for a new token of the same ServiceAccount (the TokenRequest API,
+// authenticated by the current token; the ServiceAccount needs create on its own
+// serviceaccounts/token), every management client uses it from its next request on, and it is
+// written into the local Secret the kubeconfig comes from (the host's identity needs get and
+// update on that Secret), so that a restart after the first token expired starts with it: at
+// start the syncer uses the Secret's token when it outlives Config's (a mounted Secret's file
+// lags the Secret). Renewed tokens are bound to the ServiceAccount: deleting it revokes them all.
+type CredentialRenewal struct {
+	// Secret is the local Secret holding the management kubeconfig (default: the Secret
+	// "regionsync-management-kubeconfig" in Claim.FleetNamespace).
+	Secret types.NamespacedName
+	// SecretKey is the Secret's key holding the kubeconfig (default "kubeconfig").
+	SecretKey string
+	// Lifetime is requested for every new token (0: the lifetime of the token in use; at least
+	// 10m; the API server may cap it).
+	Lifetime time.Duration
+	// RenewBefore: a token is renewed when less than this is left of it (0: a third of its
+	// lifetime, that is at two thirds of it).
+	RenewBefore time.Duration
 }
 
 // Shard selects the management objects of this region. Empty fields are no constraint.
@@ -230,6 +260,12 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) Options
 			RetryPeriod:    cfg.Management.Claim.RetryPeriod.Duration,
 		},
 	}
+	if cr := cfg.Management.CredentialRenewal; cr.Enabled {
+		o.Management.CredentialRenewal = &CredentialRenewal{
+			Secret:    types.NamespacedName{Namespace: cr.SecretNamespace, Name: cr.SecretName},
+			SecretKey: cr.SecretKey, Lifetime: cr.Lifetime.Duration, RenewBefore: cr.RenewBefore.Duration,
+		}
+	}
 	for _, r := range cfg.Resources {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(shard.GVK(r))
@@ -259,6 +295,13 @@ func (o Options) withDefaults() Options {
 	o.ResyncPeriod = cmp.Or(o.ResyncPeriod, config.DefaultResyncPeriod)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, config.DefaultHeartbeatInterval)
 	o.Version = cmp.Or(o.Version, "dev")
+	if r := o.Management.CredentialRenewal; r != nil {
+		c := *r // the host's value stays as it is
+		c.Secret.Name = cmp.Or(c.Secret.Name, config.DefaultCredentialSecret)
+		c.Secret.Namespace = cmp.Or(c.Secret.Namespace, o.Claim.FleetNamespace)
+		c.SecretKey = cmp.Or(c.SecretKey, config.DefaultCredentialSecretKey)
+		o.Management.CredentialRenewal = &c
+	}
 	o.Resources = slices.Clone(o.Resources)
 	for i := range o.Resources {
 		r := &o.Resources[i]
@@ -285,6 +328,10 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 	errs = append(errs, config.ValidateAnnotationDomain(field.NewPath("annotationDomain"), o.AnnotationDomain)...)
 	errs = append(errs, config.ValidateDNSLabel(field.NewPath("management", "namespace"), o.Management.Namespace)...)
 	errs = append(errs, config.ValidateClusterID(field.NewPath("management", "clusterID"), o.Management.ClusterID)...)
+	if r := o.Management.CredentialRenewal; r != nil {
+		errs = append(errs, config.ValidateCredentialRenewal(field.NewPath("management", "credentialRenewal"),
+			r.Secret.Name, r.Secret.Namespace, r.SecretKey, r.Lifetime, r.RenewBefore)...)
+	}
 	s := &syncer.Settings{
 		Region: o.Region, AnnotationDomain: o.AnnotationDomain,
 		ManagementNamespace: o.Management.Namespace, ClusterID: o.Management.ClusterID,

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -118,6 +119,56 @@ telemetry: {heartbeatInterval: 45s}
 	}
 }
 
+// Credential renewal goes from the file to Options whole, with the file's defaults (the Secret
+// the overlays mount, in the agent's own namespace); the library's defaults are the same; off, it
+// is nil (a host with a static kubeconfig).
+func TestConfigFileCredentialRenewal(t *testing.T) {
+	file := func(renewal string) *config.AgentConfig {
+		t.Helper()
+		cfg, err := config.Parse([]byte(`apiVersion: regionsync.dev/v1alpha1
+kind: AgentConfig
+region: eu-west-1
+management: {kubeconfig: /k` + renewal + `}
+resources: [{group: demo.regionsync.dev, version: v1alpha1, kind: Tenant}]
+leaderElection: {namespace: agents}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if r := OptionsFromConfig(file(""), &rest.Config{}).Management.CredentialRenewal; r != nil {
+		t.Fatalf("renewal off in the file, on in Options: %+v", r)
+	}
+	for name, tc := range map[string]struct {
+		renewal string
+		want    CredentialRenewal
+	}{
+		"defaults": {", credentialRenewal: {enabled: true}", CredentialRenewal{
+			Secret: types.NamespacedName{Namespace: "agents", Name: config.DefaultCredentialSecret}, SecretKey: config.DefaultCredentialSecretKey}},
+		"every field": {", credentialRenewal: {enabled: true, secretName: kc, secretNamespace: ops, secretKey: config, lifetime: 48h, renewBefore: 12h}", CredentialRenewal{
+			Secret: types.NamespacedName{Namespace: "ops", Name: "kc"}, SecretKey: "config", Lifetime: 48 * time.Hour, RenewBefore: 12 * time.Hour}},
+	} {
+		o := OptionsFromConfig(file(tc.renewal), &rest.Config{})
+		if r := o.Management.CredentialRenewal; r == nil || *r != tc.want {
+			t.Errorf("%s: Options %+v, want %+v", name, r, tc.want)
+		}
+		if _, _, err := o.complete(runtime.NewScheme()); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	o := minimal()
+	o.Claim.FleetNamespace = "agents"
+	o.Management.CredentialRenewal = &CredentialRenewal{}
+	if r := o.withDefaults().Management.CredentialRenewal; *r != (CredentialRenewal{
+		Secret: types.NamespacedName{Namespace: "agents", Name: config.DefaultCredentialSecret}, SecretKey: config.DefaultCredentialSecretKey}) {
+		t.Fatalf("library defaults %+v", r)
+	}
+	if *o.Management.CredentialRenewal != (CredentialRenewal{}) {
+		t.Fatal("withDefaults changed the host's CredentialRenewal")
+	}
+}
+
 // Every invalid field is refused with ErrInvalidOptions and named; all of them at once.
 func TestOptionsErrorsNameTheField(t *testing.T) {
 	cases := map[string]struct {
@@ -145,9 +196,16 @@ func TestOptionsErrorsNameTheField(t *testing.T) {
 		"budget min":        {func(o *Options) { o.DeletionBudget.MinObjects = ptr.To(-1) }, []string{"deletionBudget.minObjects: Invalid value"}},
 		"resync":            {func(o *Options) { o.ResyncPeriod = time.Second }, []string{"resyncPeriod: Invalid value"}},
 		"heartbeat":         {func(o *Options) { o.HeartbeatInterval = time.Hour }, []string{"heartbeatInterval: Invalid value"}},
-		"scope":             {func(o *Options) { o.Claim.Scope = "PerRegion" }, []string{"claim.scope: Unsupported value"}},
-		"fleet namespace":   {func(o *Options) { o.Claim.FleetNamespace = "Fleet" }, []string{"claim.fleetNamespace: Invalid value"}},
-		"claim timings":     {func(o *Options) { o.Claim.LeaseDuration = 5 * time.Second }, []string{"claim.leaseDuration: Invalid value"}},
+		"renewal secret": {func(o *Options) {
+			o.Management.CredentialRenewal = &CredentialRenewal{Secret: types.NamespacedName{Name: "Bad!"}}
+		}, []string{"management.credentialRenewal.secretName: Invalid value"}},
+		"renewal lifetime": {func(o *Options) { o.Management.CredentialRenewal = &CredentialRenewal{Lifetime: time.Minute} }, []string{"management.credentialRenewal.lifetime: Invalid value"}},
+		"renewal margin": {func(o *Options) {
+			o.Management.CredentialRenewal = &CredentialRenewal{Lifetime: time.Hour, RenewBefore: 2 * time.Hour}
+		}, []string{"management.credentialRenewal.renewBefore: Invalid value"}},
+		"scope":           {func(o *Options) { o.Claim.Scope = "PerRegion" }, []string{"claim.scope: Unsupported value"}},
+		"fleet namespace": {func(o *Options) { o.Claim.FleetNamespace = "Fleet" }, []string{"claim.fleetNamespace: Invalid value"}},
+		"claim timings":   {func(o *Options) { o.Claim.LeaseDuration = 5 * time.Second }, []string{"claim.leaseDuration: Invalid value"}},
 		"all at once": {func(o *Options) { o.Region, o.Shard.RemoteResourceSuffix, o.ResyncPeriod = "", "-US", time.Second },
 			[]string{"3 invalid fields", "region: Required value", "shard.remoteResourceSuffix", "resyncPeriod"}},
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/regionsync/regionsync/internal/credential"
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -24,9 +25,10 @@ import (
 // Syncer is regionsync running inside a host's controller manager. New adds it to the
 // manager; the manager's Start runs it.
 type Syncer struct {
-	mgr    manager.Manager
-	engine *syncer.Engine
-	leader *fleetLeader
+	mgr        manager.Manager
+	engine     *syncer.Engine
+	leader     *fleetLeader
+	credential *credential.Credential
 }
 
 // Stats are one kind's object counts.
@@ -75,6 +77,23 @@ func New(mgr manager.Manager, opts Options) (*Syncer, error) {
 	if log.GetSink() == nil {
 		log = mgr.GetLogger().WithName("regionsync")
 	}
+	// Every management client is built from the credential's config: with renewal on, each
+	// request carries the token in use, renewed or not.
+	credParams := credential.Params{Config: opts.Management.Config, Log: log.WithName("credential")}
+	if r := opts.Management.CredentialRenewal; r != nil {
+		credParams.Renew = &credential.Renewal{
+			Local: mgr.GetClient(), LocalReader: mgr.GetAPIReader(),
+			Secret: r.Secret, Key: r.SecretKey, Lifetime: r.Lifetime, RenewBefore: r.RenewBefore,
+		}
+	}
+	cred, management, err := credential.New(credParams)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if err := mgr.Add(cred); err != nil {
+		return nil, err
+	}
+	opts.Management.Config = management
 	engineParams := syncer.Params{
 		Settings: settings, Manager: mgr, Management: opts.Management.Config, Typed: typed, Log: log.WithName("sync"),
 	}
@@ -85,15 +104,19 @@ func New(mgr manager.Manager, opts Options) (*Syncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	leader, err := newFleetLeader(settings, opts, mgr, engine, log.WithName("claim"))
+	leader, err := newFleetLeader(settings, opts, mgr, engine, cred, log.WithName("claim"))
 	if err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(leader); err != nil {
 		return nil, err
 	}
-	return &Syncer{mgr: mgr, engine: engine, leader: leader}, nil
+	return &Syncer{mgr: mgr, engine: engine, leader: leader, credential: cred}, nil
 }
+
+// ManagementCredentialExpiry is when the management credential in use expires: the
+// ServiceAccount token's expiry, renewed or not; zero when unknown (not a ServiceAccount token).
+func (s *Syncer) ManagementCredentialExpiry() time.Time { return s.credential.Expiry() }
 
 // Healthz is the syncer's liveness check for the host's /healthz. It never depends on
 // management: an unreachable management cluster is no reason to restart a region's agent.
