@@ -50,6 +50,9 @@ const (
 	ReasonHeldByOtherFleet = "HeldByOtherFleet"
 	// ReasonShardOverlap: another region's live shard, registered first, overlaps this one.
 	ReasonShardOverlap = "ShardOverlap"
+	// ReasonShardNotRegistered: the agent's shard differs from the one the operator registered on
+	// its Region (spec.shard); it does not claim until they agree.
+	ReasonShardNotRegistered = "ShardNotRegistered"
 
 	// Synced.
 	ReasonSynced    = "Synced"

@@ -19,8 +19,8 @@ import (
 // when nothing is registered (a Region made before spec.shard existed keeps working as before),
 // and otherwise an error naming every field that differs.
 //
-// The agent does not call it yet: the claim (pkg/regionsync/leader.go) is where it belongs,
-// reading the Region before it takes the shard Lease (docs/design.md#hub-and-distribution).
+// The agent calls it before every claim (pkg/regionsync/leader.go), reading its Region first
+// (docs/design.md#hub-and-distribution).
 func CheckRegistered(domain string, s config.ShardConfig, kinds []schema.GroupVersionKind, registered *regionsyncv1alpha1.RegionShard) error {
 	if registered == nil {
 		return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +20,7 @@ import (
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
 )
@@ -42,6 +45,8 @@ type fleetLeader struct {
 	// instance makes the per-replica identity unique also for two syncers in one process.
 	instance string
 	claimer  atomic.Pointer[claim.Claimer]
+	// unregistered is the refusal while the agent's shard differs from its Region's spec.shard.
+	unregistered atomic.Pointer[claim.State]
 }
 
 // newFleetLeader builds the leader part from the settings and the defaulted opts.
@@ -88,10 +93,52 @@ func (l *fleetLeader) claimState() claim.State {
 	if id := l.engine.ManagementIdentity(); id.Checked && !id.Accepted {
 		return claim.State{Reason: syncer.ReasonManagementIdentityMismatch, Message: id.Message}
 	}
+	if r := l.unregistered.Load(); r != nil {
+		return *r
+	}
 	if c := l.claimer.Load(); c != nil {
 		return c.State()
 	}
 	return claim.State{Reason: regionsyncv1alpha1.ReasonWaiting, Message: "not the local leader, or management not reached yet"}
+}
+
+// registrationRecheck is how often a refused agent reads its Region again.
+var registrationRecheck = retry.Every(10 * time.Second)
+
+// awaitRegistered returns true once the agent's shard agrees with the one the operator registered
+// on its Region (spec.shard: the hub places objects by it), or nothing is registered (no Region,
+// no spec.shard, or no Region kind on management); false when ctx ends first. A differing shard
+// is refused, reported once in the log and in the claim state, and read again every 10 s: the
+// agent would otherwise sync other objects than the ones placed for it.
+func (l *fleetLeader) awaitRegistered(ctx context.Context) bool {
+	logged := ""
+	_ = retry.Until(ctx, registrationRecheck, func(ctx context.Context, _ time.Duration) (bool, error) {
+		region := &regionsyncv1alpha1.Region{}
+		err := l.regions.Get(ctx, client.ObjectKey{Name: l.cfg.Region}, region)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			err = nil
+		case err != nil:
+			l.log.V(1).Info("reading the Region to compare its registered shard; retrying", "error", err.Error())
+			return false, nil
+		default:
+			err = shard.CheckRegistered(l.cfg.AnnotationDomain, l.cfg.Shard, l.cfg.GVKs(), region.Spec.Shard)
+		}
+		if err == nil {
+			if logged != "" {
+				l.log.Info("the shard agrees with the Region's registered shard; claiming", "region", l.cfg.Region)
+			}
+			l.unregistered.Store(nil)
+			return true, nil
+		}
+		l.unregistered.Store(&claim.State{Reason: regionsyncv1alpha1.ReasonShardNotRegistered, Message: err.Error()})
+		if logged != err.Error() {
+			l.log.Error(err, "not claiming the shard: fix the agent's configuration or register the shard the operator meant (the Region's spec.shard is immutable: delete and create the Region again)", "region", l.cfg.Region)
+			logged = err.Error()
+		}
+		return false, nil
+	})
+	return ctx.Err() == nil
 }
 
 // clusterIDBackoff paces the reads of the local cluster ID.
@@ -158,7 +205,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	// rewound), and the next starts only once the identity is accepted again and management
 	// has been listed afresh.
 	for {
-		if !l.engine.AwaitManagementIdentity(ctx) {
+		if !l.engine.AwaitManagementIdentity(ctx) || !l.awaitRegistered(ctx) {
 			return nil
 		}
 		period, stop := context.WithCancel(ctx)
