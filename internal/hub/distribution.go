@@ -2,12 +2,8 @@ package hub
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/jsonvalue"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -334,7 +331,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	obj := tg.Object
 	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
 	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
-	hash := hashJSON(obj.Object)
+	hash := jsonvalue.Hash(obj.Object)
 	if existing == nil {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(obj.GroupVersionKind())
@@ -509,11 +506,11 @@ func inSync(rendered, live *unstructured.Unstructured) bool {
 		if k == "metadata" || k == "apiVersion" || k == "kind" {
 			continue
 		}
-		if !isSubset(v, live.Object[k]) {
+		if !jsonvalue.IsSubset(v, live.Object[k]) {
 			return false
 		}
 	}
-	return isSubset(toAny(rendered.GetLabels()), toAny(live.GetLabels())) && isSubset(toAny(rendered.GetAnnotations()), toAny(live.GetAnnotations()))
+	return jsonvalue.IsSubset(toAny(rendered.GetLabels()), toAny(live.GetLabels())) && jsonvalue.IsSubset(toAny(rendered.GetAnnotations()), toAny(live.GetAnnotations()))
 }
 
 func toAny(m map[string]string) map[string]any {
@@ -522,47 +519,6 @@ func toAny(m map[string]string) map[string]any {
 		out[k] = v
 	}
 	return out
-}
-
-// isSubset reports whether every field of want is present with the same value in got (maps
-// recursively, lists element by element and of equal length).
-func isSubset(want, got any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, wv := range w {
-			if gv, ok := g[k]; !ok || !isSubset(wv, gv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !isSubset(w[i], g[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return reflect.DeepEqual(want, got)
-	}
-}
-
-// hashJSON is a stable hash of a JSON value (encoding/json sorts map keys).
-func hashJSON(v any) string {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return "unhashable"
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
 }
 
 // placedGVK parses status.placedKind ("group/version/Kind" or "version/Kind").

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/jsonvalue"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -125,7 +126,7 @@ func ObjectName(distribution string, rs *regionsyncv1alpha1.RegionShard) string 
 // region, in order. A patch may not change the name, the namespace, the hub's labels or set
 // regionsync's keys; the error names the override.
 func Render(d *regionsyncv1alpha1.Distribution, t *Template, region *regionsyncv1alpha1.Region, keys shard.Keys) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{Object: deepCopyJSON(t.Object).(map[string]any)}
+	u := &unstructured.Unstructured{Object: jsonvalue.DeepCopy(t.Object).(map[string]any)}
 	name := ObjectName(d.Name, region.Spec.Shard)
 	u.SetName(name)
 	u.SetNamespace(d.Namespace)
@@ -225,24 +226,4 @@ func applyOverride(u *unstructured.Unstructured, o regionsyncv1alpha1.Override, 
 		return nil, field.Invalid(p, "", "the patched object is not a JSON object: "+err.Error())
 	}
 	return &unstructured.Unstructured{Object: obj}, nil
-}
-
-// deepCopyJSON copies a JSON-compatible value.
-func deepCopyJSON(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			out[k] = deepCopyJSON(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = deepCopyJSON(e)
-		}
-		return out
-	default:
-		return v
-	}
 }

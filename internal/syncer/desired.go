@@ -3,7 +3,6 @@ package syncer
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"reflect"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/regionsync/regionsync/internal/jsonvalue"
 	"github.com/regionsync/regionsync/internal/shard"
 )
 
@@ -59,7 +59,7 @@ func specHash(remote *unstructured.Unstructured, keys shard.Keys, region string)
 	}
 	labels, annotations := copiedMetadata(remote, keys, region)
 	delete(annotations, keys.TraceParent) // a new trace is not new content
-	return hashJSON(map[string]any{"content": content, "labels": labels, "annotations": annotations})
+	return jsonvalue.Hash(map[string]any{"content": content, "labels": labels, "annotations": annotations})
 }
 
 // desiredReplace returns the local object the Replace strategy writes: live (or a new object at
@@ -128,7 +128,7 @@ func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName,
 	labels, annotations := copiedMetadata(remote, keys, region)
 	out.SetLabels(labels)
 	out.SetAnnotations(annotations)
-	h := hashJSON(out.Object)
+	h := jsonvalue.Hash(out.Object)
 	annotations[keys.AppliedHash] = h
 	out.SetAnnotations(annotations)
 	return out, h
@@ -138,7 +138,7 @@ func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName,
 func copyContent(out, remote *unstructured.Unstructured) {
 	for k, v := range remote.Object {
 		if isContentKey(k) {
-			out.Object[k] = deepCopyJSON(v)
+			out.Object[k] = jsonvalue.DeepCopy(v)
 		}
 	}
 }
@@ -161,7 +161,7 @@ func applyInSync(desired *unstructured.Unstructured, hash string, live *unstruct
 		return false
 	}
 	for k, v := range desired.Object {
-		if isContentKey(k) && !isSubset(v, live.Object[k]) {
+		if isContentKey(k) && !jsonvalue.IsSubset(v, live.Object[k]) {
 			return false
 		}
 	}
@@ -183,38 +183,6 @@ func contentEqual(a, b map[string]any) bool {
 	return true
 }
 
-// isSubset reports whether every field of want is present with the same value in got (maps
-// recursively; lists element by element and of equal length; scalars equal).
-func isSubset(want, got any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, wv := range w {
-			gv, ok := g[k]
-			if !ok || !isSubset(wv, gv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !isSubset(w[i], g[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return reflect.DeepEqual(want, got)
-	}
-}
-
 func isSubMap(want, got map[string]string) bool {
 	for k, v := range want {
 		if gv, ok := got[k]; !ok || gv != v {
@@ -229,37 +197,6 @@ func merged(base, over map[string]string) map[string]string {
 	maps.Copy(out, base)
 	maps.Copy(out, over)
 	return out
-}
-
-func deepCopyJSON(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			out[k] = deepCopyJSON(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = deepCopyJSON(e)
-		}
-		return out
-	default:
-		return v
-	}
-}
-
-// hashJSON is a stable hash of a JSON-compatible value (encoding/json sorts map keys).
-func hashJSON(v any) string {
-	data, err := json.Marshal(v)
-	if err != nil {
-		// Unstructured content always marshals; a failure means a corrupt object, which must
-		// never look "in sync".
-		return "unhashable"
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
 }
 
 // hashSecretData hashes a Secret's type and data (keys sorted) for D/last-uploaded-hash. The hash

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/regionsync/regionsync/internal/jsonvalue"
 	"github.com/regionsync/regionsync/internal/shard"
 )
 
@@ -136,16 +137,16 @@ func FuzzIsSubset(f *testing.F) {
 	f.Add("a", int64(1), "b", true)
 	f.Fuzz(func(t *testing.T, k1 string, v1 int64, k2 string, v2 bool) {
 		want := map[string]any{k1: v1, "nested": map[string]any{k2: v2, "l": []any{v1, k1}}}
-		got := deepCopyJSON(want).(map[string]any)
-		if !isSubset(want, got) {
+		got := jsonvalue.DeepCopy(want).(map[string]any)
+		if !jsonvalue.IsSubset(want, got) {
 			t.Fatal("not a subset of its copy")
 		}
 		got["extra-"+k1] = "x"
 		got["nested"].(map[string]any)["extra-"+k2] = "y"
-		if !isSubset(want, got) {
+		if !jsonvalue.IsSubset(want, got) {
 			t.Fatal("extra keys broke the subset")
 		}
-		if hashJSON(want) != hashJSON(deepCopyJSON(want)) {
+		if jsonvalue.Hash(want) != jsonvalue.Hash(jsonvalue.DeepCopy(want)) {
 			t.Fatal("hash of a copy differs")
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/regionsync/regionsync/internal/jsonvalue"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
@@ -95,11 +96,11 @@ func (r *Reconciler) statusUp(ctx context.Context, remote, local *unstructured.U
 	if !ok || reflect.DeepEqual(remote.Object["status"], status) {
 		return remote, nil, nil
 	}
-	if !r.admitWrite(ctx, sideManagement, objectRef(remote), remote, hashJSON(status)) {
+	if !r.admitWrite(ctx, sideManagement, objectRef(remote), remote, jsonvalue.Hash(status)) {
 		return remote, nil, nil // in a fight: the retry comes after fight.Interval
 	}
 	updated := remote.DeepCopy()
-	updated.Object["status"] = deepCopyJSON(status)
+	updated.Object["status"] = jsonvalue.DeepCopy(status)
 	err := r.write(ctx, sideManagement, "upload status", remote, func(ctx context.Context) error {
 		return r.Remote.Status().Update(ctx, updated, client.FieldOwner(shard.FieldManager))
 	})
