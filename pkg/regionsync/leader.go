@@ -107,7 +107,8 @@ var registrationRecheck = retry.Every(10 * time.Second)
 
 // awaitRegistered returns true once the agent's shard agrees with the one the operator registered
 // on its Region (spec.shard: the hub places objects by it), or nothing is registered (no Region,
-// no spec.shard, or no Region kind on management); false when ctx ends first. A differing shard
+// no spec.shard, no Region kind on management, or an identity that may not read Regions); false
+// when ctx ends first. A differing shard
 // is refused, reported once in the log and in the claim state, and read again every 10 s: the
 // agent would otherwise sync other objects than the ones placed for it.
 func (l *fleetLeader) awaitRegistered(ctx context.Context) bool {
@@ -117,6 +118,11 @@ func (l *fleetLeader) awaitRegistered(ctx context.Context) bool {
 		err := l.regions.Get(ctx, client.ObjectKey{Name: l.cfg.Region}, region)
 		switch {
 		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			err = nil
+		case apierrors.IsForbidden(err):
+			// A host whose identity may not read Regions (its own RBAC, not the shipped one)
+			// registers nothing the hub could place by: it claims as before, and is told once.
+			l.log.Info("cannot read the Region, so its registered shard is not compared (the shipped RBAC grants get on it)", "region", l.cfg.Region, "error", err.Error())
 			err = nil
 		case err != nil:
 			l.log.V(1).Info("reading the Region to compare its registered shard; retrying", "error", err.Error())
