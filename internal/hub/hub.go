@@ -39,6 +39,9 @@ type Options struct {
 	ShrinkWindow time.Duration
 	// Concurrency is the number of Distributions reconciled at once.
 	Concurrency int
+	// DefaultServiceAccountName is the ServiceAccount the hub writes as for a Distribution that
+	// names none (empty: such a Distribution places nothing).
+	DefaultServiceAccountName string
 	// TracerProvider traces every reconcile (nil: no tracing).
 	TracerProvider trace.TracerProvider
 }
@@ -48,6 +51,7 @@ func OptionsFromConfig(c *Config) Options {
 	return Options{
 		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
 		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency,
+		DefaultServiceAccountName: c.DefaultServiceAccountName,
 	}
 }
 
@@ -70,6 +74,7 @@ func (o Options) withDefaults() Options {
 	return Options{
 		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
 		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency, TracerProvider: o.TracerProvider,
+		DefaultServiceAccountName: o.DefaultServiceAccountName,
 	}
 }
 
@@ -101,6 +106,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Objects: objects, Keys: keys,
 		Recorder: mgr.GetEventRecorder("regionsync-hub"), Guard: &ShrinkGuard{Window: o.ShrinkWindow},
 		Tracer: tp.Tracer("regionsync-hub"), Concurrency: o.Concurrency,
+		Writers:                   NewWriters(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}),
+		DefaultServiceAccountName: o.DefaultServiceAccountName,
 	}
 	if err := d.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("hub: %w", err)
