@@ -89,6 +89,7 @@ type DistributionReconciler struct {
 	watched    map[schema.GroupVersionKind]bool
 	applied    map[string]string // object key → hash of what was last applied
 	lastStatus map[types.NamespacedName]time.Time
+	totals     distributionTotals
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
@@ -181,6 +182,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Client.Get(ctx, req.NamespacedName, d); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Guard.Forget(req.NamespacedName)
+			r.totals.forget(req.NamespacedName)
 			r.mu.Lock()
 			delete(r.lastStatus, req.NamespacedName)
 			r.mu.Unlock()
@@ -210,7 +212,9 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	after, err := r.writeStatus(ctx, d, ComputeStatus(d, in, r.Now()))
+	st := ComputeStatus(d, in, r.Now())
+	r.totals.set(req.NamespacedName, st.Counts)
+	after, err := r.writeStatus(ctx, d, st)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -382,6 +386,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	}
 	written := obj.DeepCopy()
 	if err := w.Apply(ctx, client.ApplyConfigurationFromUnstructured(written), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		ApplyErrors.WithLabelValues("apply").Inc()
 		e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed,
 			fmt.Sprintf("writing %s %s/%s as %s: %v", shard.KindName(obj.GroupVersionKind()), obj.GetNamespace(), obj.GetName(), w, err)
 		return e
@@ -400,6 +405,7 @@ func (r *DistributionReconciler) delete(ctx context.Context, w writer, o *unstru
 	uid := o.GetUID()
 	err := w.Delete(ctx, o, client.Preconditions{UID: &uid})
 	if err != nil && !apierrors.IsNotFound(err) {
+		ApplyErrors.WithLabelValues("delete").Inc()
 		return fmt.Errorf("deleting %s/%s as %s: %w", o.GetNamespace(), o.GetName(), w, err)
 	}
 	return nil
@@ -468,6 +474,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 				if err == nil || apierrors.IsNotFound(err) {
 					continue
 				}
+				ApplyErrors.WithLabelValues("orphan").Inc()
 				e.State, e.Reason = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed
 				e.Message = fmt.Sprintf("orphaning %s/%s as %s: %v", o.GetNamespace(), o.GetName(), w, err)
 			case o.GetDeletionTimestamp() == nil:
@@ -481,6 +488,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	}
 	if len(entries) > 0 {
 		st := ComputeStatus(d, StatusInput{Entries: entries, InvalidSpec: saErr, PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}, r.Now())
+		r.totals.set(client.ObjectKeyFromObject(d), st.Counts)
 		after, err := r.writeStatus(ctx, d, st)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -495,6 +503,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	if err := r.Client.Patch(ctx, d, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("removing the finalizer of Distribution %s: %w", client.ObjectKeyFromObject(d), err)
 	}
+	r.totals.forget(client.ObjectKeyFromObject(d))
 	return ctrl.Result{}, nil
 }
 

@@ -80,9 +80,13 @@ func (o Options) withDefaults() Options {
 
 // Setup adds the hub's controllers to a manager (whose cache was built with CacheOptions): the
 // Distribution controller, with its own cache of per-region objects (only those labelled
-// D/distribution, kept warm on every replica), and the region liveness controller.
+// D/distribution, kept warm on every replica), and the region liveness controller; and registers
+// the hub's metrics in controller-runtime's registry.
 func Setup(mgr ctrl.Manager, o Options) error {
 	o = o.withDefaults()
+	if err := registerMetrics(); err != nil {
+		return fmt.Errorf("hub: registering metrics: %w", err)
+	}
 	keys := shard.NewKeys(o.AnnotationDomain)
 	owned, err := labels.NewRequirement(keys.Distribution, selection.Exists, nil)
 	if err != nil {

@@ -28,6 +28,8 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/deploy"
@@ -647,6 +649,12 @@ func TestHubRegionLiveness(t *testing.T) {
 	if since := time.Since(stopped); since < 2*time.Second {
 		t.Fatalf("Ready=Unknown %s after the last renewal, before the lease duration (2s) + grace (1s)", since)
 	}
+	testenv.Eventually(t, "regionsync_hub_regions_heartbeat_missed counts r-live", 5*time.Second, func() error {
+		if v := testutil.ToFloat64(hub.HeartbeatMissed); v != 1 {
+			return fmt.Errorf("regionsync_hub_regions_heartbeat_missed %v", v)
+		}
+		return nil
+	})
 	// The agent comes back: it renews and reports Ready; the hub leaves it.
 	renew()
 	agentReady()
@@ -662,6 +670,12 @@ func TestHubRegionLiveness(t *testing.T) {
 		}
 		if cond.Status != metav1.ConditionTrue {
 			return fmt.Errorf("Ready %s %s", cond.Status, cond.Reason)
+		}
+		return nil
+	})
+	testenv.Eventually(t, "regionsync_hub_regions_heartbeat_missed back to 0", 5*time.Second, func() error {
+		if v := testutil.ToFloat64(hub.HeartbeatMissed); v != 0 {
+			return fmt.Errorf("regionsync_hub_regions_heartbeat_missed %v", v)
 		}
 		return nil
 	})
@@ -726,6 +740,8 @@ func TestHubImpersonation(t *testing.T) {
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "placer"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hub-rolebindings"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: other, Name: "placer"}}})
+	applyErrors := testutil.ToFloat64(hub.ApplyErrors.WithLabelValues("apply"))
+	placed, failed := testutil.ToFloat64(hub.Regions.WithLabelValues("placed")), testutil.ToFloat64(hub.Regions.WithLabelValues("failed"))
 	startHub(t, mgmt, hub.Options{})
 
 	dist := func(namespace, name, sa string, template runtime.RawExtension, region string) *regionsyncv1alpha1.Distribution {
@@ -783,6 +799,16 @@ func TestHubImpersonation(t *testing.T) {
 	})
 	if d := getDist(t, c, "good"); !meta.IsStatusConditionTrue(d.Status.Conditions, regionsyncv1alpha1.DistributionApplied) {
 		t.Errorf("good: the refusals of others stopped it: %+v", d.Status.Conditions)
+	}
+	// The hub's metrics: the three refused applies counted; one region placed, three failed.
+	if d := testutil.ToFloat64(hub.ApplyErrors.WithLabelValues("apply")) - applyErrors; d < 3 {
+		t.Errorf("regionsync_hub_apply_errors_total{operation=apply} grew by %v, want at least 3", d)
+	}
+	if d := testutil.ToFloat64(hub.Regions.WithLabelValues("placed")) - placed; d != 1 {
+		t.Errorf("regionsync_hub_distribution_regions{state=placed} grew by %v, want 1", d)
+	}
+	if d := testutil.ToFloat64(hub.Regions.WithLabelValues("failed")) - failed; d != 3 {
+		t.Errorf("regionsync_hub_distribution_regions{state=failed} grew by %v, want 3", d)
 	}
 }
 
