@@ -225,11 +225,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // that left the placement. A spec that cannot be rendered changes nothing.
 func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alpha1.Distribution) (StatusInput, error) {
 	in := StatusInput{PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}
-	t, specErr := ParseTemplate(d.Spec.Template.Raw, r.Keys)
-	var w writer
-	if specErr == nil {
-		w, specErr = r.writer(d)
-	}
+	t, w, specErr := r.parseSpec(d)
 	var regions regionsyncv1alpha1.RegionList
 	if err := r.Client.List(ctx, &regions); err != nil {
 		return in, fmt.Errorf("listing Regions: %w", err)
@@ -409,6 +405,17 @@ func (r *DistributionReconciler) delete(ctx context.Context, w writer, o *unstru
 		return fmt.Errorf("deleting %s/%s as %s: %w", o.GetNamespace(), o.GetName(), w, err)
 	}
 	return nil
+}
+
+// parseSpec parses d's template and finds the client its objects are written with; the error
+// names the field.
+func (r *DistributionReconciler) parseSpec(d *regionsyncv1alpha1.Distribution) (*Template, writer, error) {
+	t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	if err != nil {
+		return t, writer{}, err
+	}
+	w, err := r.writer(d)
+	return t, w, err
 }
 
 // writer is the client acting as a Distribution's ServiceAccount, and which one it is.

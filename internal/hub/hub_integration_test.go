@@ -682,10 +682,9 @@ func TestHubRegionLiveness(t *testing.T) {
 }
 
 // appliedFalse waits until Distribution name (of namespace) is Applied=False with a message
-// holding every substring, and returns the message.
-func appliedFalse(t *testing.T, c client.Client, namespace, name string, substrings ...string) string {
+// holding every substring.
+func appliedFalse(t *testing.T, c client.Client, namespace, name string, substrings ...string) {
 	t.Helper()
-	var msg string
 	testenv.Eventually(t, "Distribution "+namespace+"/"+name+" Applied=False naming "+strings.Join(substrings, ", "), 20*time.Second, func() error {
 		d := &regionsyncv1alpha1.Distribution{}
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: name}, d); err != nil {
@@ -700,10 +699,8 @@ func appliedFalse(t *testing.T, c client.Client, namespace, name string, substri
 				return fmt.Errorf("Applied=False: %s", cond.Message)
 			}
 		}
-		msg = cond.Message
 		return nil
 	})
-	return msg
 }
 
 // TestHubImpersonation: the hub writes a Distribution's per-region objects as the ServiceAccount
