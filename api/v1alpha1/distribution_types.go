@@ -127,6 +127,15 @@ type DistributionSpec struct {
 	// +optional
 	// +kubebuilder:default=Delete
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// ServiceAccountName is the ServiceAccount of the Distribution's namespace the hub writes
+	// the per-region objects as (impersonation): a Distribution places only what that
+	// ServiceAccount may write. Empty: the hub configuration's defaultServiceAccountName; with
+	// neither, nothing is placed (Applied=False naming this field). The admission policy
+	// deploy/kustomize/hub ships refuses a Distribution whose author may not impersonate it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // Placement selects Regions by name and/or by their labels.

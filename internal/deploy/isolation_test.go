@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -457,6 +458,19 @@ func TestRegionCredentialAllowList(t *testing.T) {
 	}
 	if err := refusedBy(us.Delete(ctx, fresh(tenant)), byRBAC, region); err != nil {
 		t.Errorf("region %s: delete its object: %v", region, err)
+	}
+	// A region identity writes no Distribution (it would place objects in every region): RBAC.
+	dist := &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-acme", Name: "from-a-region"},
+		Spec: regionsyncv1alpha1.DistributionSpec{ServiceAccountName: "default",
+			Template: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}`)}}}
+	if err := refusedBy(us.Create(ctx, dist), byRBAC, region); err != nil {
+		t.Errorf("region %s: create a Distribution: %v", region, err)
+	}
+	if err := admin.Create(ctx, dist); err != nil {
+		t.Fatal(err)
+	}
+	if err := refusedBy(us.Patch(ctx, fresh(dist), merge(`{"spec":{"serviceAccountName":"other"}}`)), byRBAC, region); err != nil {
+		t.Errorf("region %s: change a Distribution: %v", region, err)
 	}
 	for o, b := range before {
 		if got := fresh(o); !sameContent(got, b) {

@@ -331,9 +331,30 @@ func TestHubBase(t *testing.T) {
 			if res == "secrets" || res == "*" {
 				t.Errorf("the hub may touch %v: %v", res, rule)
 			}
-			if res == "regions" && slices.ContainsFunc(rule["verbs"].([]any), func(v any) bool { return v != "get" && v != "list" && v != "watch" }) {
+			writes := slices.ContainsFunc(rule["verbs"].([]any), func(v any) bool { return v != "get" && v != "list" && v != "watch" })
+			if res == "regions" && writes {
 				t.Errorf("the hub may write Regions: %v", rule)
 			}
+			// Per-region objects are written as the Distribution's ServiceAccount, never as the hub.
+			if g := rule["apiGroups"].([]any); !slices.Contains(g, any("regionsync.dev")) && !slices.Contains(g, any("events.k8s.io")) && writes {
+				t.Errorf("the hub may write %v itself: %v", res, rule)
+			}
+			if slices.Contains(rule["verbs"].([]any), any("impersonate")) || slices.Contains(rule["verbs"].([]any), any("*")) {
+				t.Errorf("the hub may impersonate cluster-wide: %v", rule)
+			}
+		}
+	}
+	// Impersonation is a ClusterRole bound per tenant namespace by the operator, never cluster-wide.
+	imp := Find(objs, "ClusterRole", "regionsync-hub-impersonate")
+	if imp == nil {
+		t.Fatal("no ClusterRole regionsync-hub-impersonate")
+	}
+	if rules := nested(imp, "rules").([]any); len(rules) != 1 || fmt.Sprint(rules[0]) != fmt.Sprint(map[string]any{"apiGroups": []any{""}, "resources": []any{"serviceaccounts"}, "verbs": []any{"impersonate"}}) {
+		t.Errorf("regionsync-hub-impersonate rules %v", rules)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRoleBinding" && nested(o, "roleRef", "name") == "regionsync-hub-impersonate" {
+			t.Errorf("ClusterRoleBinding %s binds the hub's impersonation cluster-wide", o.GetName())
 		}
 	}
 }

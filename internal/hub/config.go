@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
@@ -56,6 +57,10 @@ type Config struct {
 	ShrinkGuard ShrinkGuardConfig `json:"shrinkGuard,omitempty"`
 	// Concurrency is how many Distributions are reconciled at once (default 4).
 	Concurrency int `json:"concurrency,omitempty"`
+	// DefaultServiceAccountName is the ServiceAccount, of each Distribution's namespace, that the
+	// hub writes as for a Distribution naming none in spec.serviceAccountName (no default:
+	// such a Distribution places nothing, Applied=False naming the field).
+	DefaultServiceAccountName string `json:"defaultServiceAccountName,omitempty"`
 	// Telemetry configures metrics, health probes and tracing.
 	Telemetry TelemetryConfig `json:"telemetry,omitempty"`
 }
@@ -164,6 +169,11 @@ func (c *Config) Validate() error {
 	}
 	if w := c.ShrinkGuard.Window.Duration; w < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("shrinkGuard", "window"), w.String(), "must be at least 1s"))
+	}
+	if n := c.DefaultServiceAccountName; n != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(n) {
+			errs = append(errs, field.Invalid(field.NewPath("defaultServiceAccountName"), n, msg))
+		}
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("concurrency"), c.Concurrency, "must be at least 1"))

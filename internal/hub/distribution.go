@@ -77,12 +77,19 @@ type DistributionReconciler struct {
 	Concurrency int
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Writers write the per-region objects (apply, delete, orphan) as the Distribution's
+	// ServiceAccount; reads stay on the hub's own identity and caches.
+	Writers *Writers
+	// DefaultServiceAccountName is written as for a Distribution naming none ("" : such a
+	// Distribution places nothing).
+	DefaultServiceAccountName string
 
 	ctrl       controller.Controller
 	mu         sync.Mutex
 	watched    map[schema.GroupVersionKind]bool
 	applied    map[string]string // object key → hash of what was last applied
 	lastStatus map[types.NamespacedName]time.Time
+	totals     distributionTotals
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
@@ -175,6 +182,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Client.Get(ctx, req.NamespacedName, d); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Guard.Forget(req.NamespacedName)
+			r.totals.forget(req.NamespacedName)
 			r.mu.Lock()
 			delete(r.lastStatus, req.NamespacedName)
 			r.mu.Unlock()
@@ -204,7 +212,9 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	after, err := r.writeStatus(ctx, d, ComputeStatus(d, in, r.Now()))
+	st := ComputeStatus(d, in, r.Now())
+	r.totals.set(req.NamespacedName, st.Counts)
+	after, err := r.writeStatus(ctx, d, st)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -215,7 +225,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // that left the placement. A spec that cannot be rendered changes nothing.
 func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alpha1.Distribution) (StatusInput, error) {
 	in := StatusInput{PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}
-	t, specErr := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	t, w, specErr := r.parseSpec(d)
 	var regions regionsyncv1alpha1.RegionList
 	if err := r.Client.List(ctx, &regions); err != nil {
 		return in, fmt.Errorf("listing Regions: %w", err)
@@ -265,7 +275,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 			continue
 		}
 		keep[tg.Region] = true
-		in.Entries = append(in.Entries, r.apply(ctx, d, tg, existing[t.GVK][tg.Region]))
+		in.Entries = append(in.Entries, r.apply(ctx, d, w, tg, existing[t.GVK][tg.Region]))
 	}
 	// Removals: objects of regions that left the placement, and every object of another kind.
 	regionExists := map[string]bool{}
@@ -311,7 +321,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	for _, o := range remove {
 		e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys)
 		e.State = regionsyncv1alpha1.PlacementRemoving
-		if err := r.delete(ctx, o); err != nil {
+		if err := r.delete(ctx, w, o); err != nil {
 			e.Message = err.Error()
 		} else {
 			removed++
@@ -327,7 +337,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 
 // apply writes one region's object unless it is already as rendered, after making sure the name
 // is not taken by an object this Distribution does not control.
-func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha1.Distribution, tg Target, existing *unstructured.Unstructured) regionsyncv1alpha1.DistributionRegionStatus {
+func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, tg Target, existing *unstructured.Unstructured) regionsyncv1alpha1.DistributionRegionStatus {
 	obj := tg.Object
 	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
 	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
@@ -371,8 +381,10 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 		obj.SetAnnotations(a)
 	}
 	written := obj.DeepCopy()
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(written), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed, fmt.Sprintf("writing %s: %v", key, err)
+	if err := w.Apply(ctx, client.ApplyConfigurationFromUnstructured(written), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		ApplyErrors.WithLabelValues("apply").Inc()
+		e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed,
+			fmt.Sprintf("writing %s %s/%s as %s: %v", shard.KindName(obj.GroupVersionKind()), obj.GetNamespace(), obj.GetName(), w, err)
 		return e
 	}
 	r.mu.Lock()
@@ -383,15 +395,55 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	return e
 }
 
-// delete deletes a per-region object (UID precondition); the region's agent deletes its copy
-// through its finalizer.
-func (r *DistributionReconciler) delete(ctx context.Context, o *unstructured.Unstructured) error {
+// delete deletes a per-region object (UID precondition) as the Distribution's ServiceAccount;
+// the region's agent deletes its copy through its finalizer.
+func (r *DistributionReconciler) delete(ctx context.Context, w writer, o *unstructured.Unstructured) error {
 	uid := o.GetUID()
-	err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid})
+	err := w.Delete(ctx, o, client.Preconditions{UID: &uid})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+		ApplyErrors.WithLabelValues("delete").Inc()
+		return fmt.Errorf("deleting %s/%s as %s: %w", o.GetNamespace(), o.GetName(), w, err)
 	}
 	return nil
+}
+
+// parseSpec parses d's template and finds the client its objects are written with; the error
+// names the field.
+func (r *DistributionReconciler) parseSpec(d *regionsyncv1alpha1.Distribution) (*Template, writer, error) {
+	t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	if err != nil {
+		return t, writer{}, err
+	}
+	w, err := r.writer(d)
+	return t, w, err
+}
+
+// writer is the client acting as a Distribution's ServiceAccount, and which one it is.
+type writer struct {
+	client.Client
+	sa string // "ServiceAccount <ns>/<name> (spec.serviceAccountName)"
+}
+
+// String names the ServiceAccount, and the field it comes from, in messages.
+func (w writer) String() string { return w.sa }
+
+// writer returns the client that writes d's per-region objects: as the ServiceAccount
+// spec.serviceAccountName names, or the configured default; an error naming the field when
+// neither is set.
+func (r *DistributionReconciler) writer(d *regionsyncv1alpha1.Distribution) (writer, error) {
+	sa, err := ServiceAccountName(d, r.DefaultServiceAccountName)
+	if err != nil {
+		return writer{}, err
+	}
+	from := "spec.serviceAccountName"
+	if d.Spec.ServiceAccountName == "" {
+		from = "the hub's defaultServiceAccountName"
+	}
+	c, err := r.Writers.For(d.Namespace, sa)
+	if err != nil {
+		return writer{}, err
+	}
+	return writer{Client: c, sa: fmt.Sprintf("ServiceAccount %s/%s (%s)", d.Namespace, sa, from)}, nil
 }
 
 // finalize honours deletionPolicy: Delete removes every per-region object and waits until the
@@ -409,6 +461,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 		kinds = append(kinds, prev)
 	}
 	var entries []regionsyncv1alpha1.DistributionRegionStatus
+	w, saErr := r.writer(d)
 	for _, gvk := range kinds {
 		objs, err := r.owned(ctx, d, gvk)
 		if errors.Is(err, errNotSynced) {
@@ -418,25 +471,31 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 			return ctrl.Result{}, err
 		}
 		for region, o := range objs {
-			if d.Spec.DeletionPolicy == regionsyncv1alpha1.DeletionPolicyOrphan {
-				patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, r.Keys.Distribution))
-				if err := r.Client.Patch(ctx, o, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
-					return ctrl.Result{}, fmt.Errorf("orphaning %s/%s: %w", o.GetNamespace(), o.GetName(), err)
-				}
-				continue
-			}
 			e := entryFor(o, region, r.Keys)
-			if o.GetDeletionTimestamp() == nil {
-				if err := r.delete(ctx, o); err != nil {
-					return ctrl.Result{}, err
+			switch {
+			case saErr != nil:
+				// Nothing can be written: the status says why (naming the field) and lists what is left.
+			case d.Spec.DeletionPolicy == regionsyncv1alpha1.DeletionPolicyOrphan:
+				patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, r.Keys.Distribution))
+				err := w.Patch(ctx, o, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager))
+				if err == nil || apierrors.IsNotFound(err) {
+					continue
 				}
+				ApplyErrors.WithLabelValues("orphan").Inc()
+				e.State, e.Reason = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed
+				e.Message = fmt.Sprintf("orphaning %s/%s as %s: %v", o.GetNamespace(), o.GetName(), w, err)
+			case o.GetDeletionTimestamp() == nil:
 				e.State = regionsyncv1alpha1.PlacementRemoving
+				if err := r.delete(ctx, w, o); err != nil {
+					e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed, err.Error()
+				}
 			}
 			entries = append(entries, e)
 		}
 	}
 	if len(entries) > 0 {
-		st := ComputeStatus(d, StatusInput{Entries: entries, PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}, r.Now())
+		st := ComputeStatus(d, StatusInput{Entries: entries, InvalidSpec: saErr, PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}, r.Now())
+		r.totals.set(client.ObjectKeyFromObject(d), st.Counts)
 		after, err := r.writeStatus(ctx, d, st)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -451,6 +510,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	if err := r.Client.Patch(ctx, d, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("removing the finalizer of Distribution %s: %w", client.ObjectKeyFromObject(d), err)
 	}
+	r.totals.forget(client.ObjectKeyFromObject(d))
 	return ctrl.Result{}, nil
 }
 

@@ -39,6 +39,9 @@ type Options struct {
 	ShrinkWindow time.Duration
 	// Concurrency is the number of Distributions reconciled at once.
 	Concurrency int
+	// DefaultServiceAccountName is the ServiceAccount the hub writes as for a Distribution that
+	// names none (empty: such a Distribution places nothing).
+	DefaultServiceAccountName string
 	// TracerProvider traces every reconcile (nil: no tracing).
 	TracerProvider trace.TracerProvider
 }
@@ -48,6 +51,7 @@ func OptionsFromConfig(c *Config) Options {
 	return Options{
 		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
 		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency,
+		DefaultServiceAccountName: c.DefaultServiceAccountName,
 	}
 }
 
@@ -70,14 +74,19 @@ func (o Options) withDefaults() Options {
 	return Options{
 		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
 		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency, TracerProvider: o.TracerProvider,
+		DefaultServiceAccountName: o.DefaultServiceAccountName,
 	}
 }
 
 // Setup adds the hub's controllers to a manager (whose cache was built with CacheOptions): the
 // Distribution controller, with its own cache of per-region objects (only those labelled
-// D/distribution, kept warm on every replica), and the region liveness controller.
+// D/distribution, kept warm on every replica), and the region liveness controller; and registers
+// the hub's metrics in controller-runtime's registry.
 func Setup(mgr ctrl.Manager, o Options) error {
 	o = o.withDefaults()
+	if err := registerMetrics(); err != nil {
+		return fmt.Errorf("hub: registering metrics: %w", err)
+	}
 	keys := shard.NewKeys(o.AnnotationDomain)
 	owned, err := labels.NewRequirement(keys.Distribution, selection.Exists, nil)
 	if err != nil {
@@ -101,6 +110,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Objects: objects, Keys: keys,
 		Recorder: mgr.GetEventRecorder("regionsync-hub"), Guard: &ShrinkGuard{Window: o.ShrinkWindow},
 		Tracer: tp.Tracer("regionsync-hub"), Concurrency: o.Concurrency,
+		Writers:                   NewWriters(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}),
+		DefaultServiceAccountName: o.DefaultServiceAccountName,
 	}
 	if err := d.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("hub: %w", err)

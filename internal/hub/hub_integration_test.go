@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
@@ -48,8 +51,8 @@ func TestMain(m *testing.M) {
 }
 
 // startHub runs the hub's controllers in-process against the management cluster until the test
-// ends, as the hub's ServiceAccount with the RBAC deploy/kustomize/hub ships (so the shipped
-// rights are proven enough).
+// ends, as the hub's ServiceAccount (its own token, so that its impersonation is checked as in a
+// cluster) with the RBAC deploy/kustomize/hub ships (so the shipped rights are proven enough).
 func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 	t.Helper()
 	objs, err := deploy.Render("../../deploy/kustomize/hub")
@@ -67,8 +70,12 @@ func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 			}
 		}
 	}
+	cfg, err := mgmt.ServiceAccountTokenConfig(context.Background(), "regionsync-system", "regionsync-hub")
+	if err != nil {
+		t.Fatal(err)
+	}
 	log := testenv.NewTestLog(t)
-	mgr, err := ctrl.NewManager(mgmt.ServiceAccountConfig("regionsync-system", "regionsync-hub"), ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: testenv.Scheme(), Logger: log.Logger("hub"), Cache: hub.CacheOptions(o),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
@@ -89,6 +96,32 @@ func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 		}
 	})
 }
+
+// tenantWriter is what an operator sets up in a tenant namespace for the hub (docs/operations.md):
+// a ServiceAccount sa with the rules given (a Role), and the hub's right to impersonate the
+// namespace's ServiceAccounts (a RoleBinding of regionsync-hub-impersonate).
+func tenantWriter(t *testing.T, c client.Client, namespace, sa string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	create(t, c,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa}, Rules: rules},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: sa}},
+		})
+	hubBinding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "regionsync-hub-impersonate"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "regionsync-hub-impersonate"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "regionsync-system", Name: "regionsync-hub"}},
+	}
+	if err := c.Create(context.Background(), hubBinding); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// writeTenants lets a ServiceAccount write the demo Tenants.
+var writeTenants = rbacv1.PolicyRule{APIGroups: []string{"demo.regionsync.dev"}, Resources: []string{"tenants"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}
 
 func region(name string, lbls map[string]string, rs *regionsyncv1alpha1.RegionShard) *regionsyncv1alpha1.Region {
 	return &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}, Spec: regionsyncv1alpha1.RegionSpec{Shard: rs}}
@@ -165,7 +198,8 @@ func TestHubDistribution(t *testing.T) {
 	foreign := testenv.Tenant(ns, "acme-rc", "Someone else's")
 	foreign.Labels = map[string]string{"regionsync.dev/region": "r-c"}
 	create(t, c, foreign)
-	startHub(t, mgmt, hub.Options{ShrinkWindow: time.Minute})
+	tenantWriter(t, c, ns, "placer", writeTenants)
+	startHub(t, mgmt, hub.Options{ShrinkWindow: time.Minute, DefaultServiceAccountName: "placer"})
 
 	d := &regionsyncv1alpha1.Distribution{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},
@@ -615,6 +649,12 @@ func TestHubRegionLiveness(t *testing.T) {
 	if since := time.Since(stopped); since < 2*time.Second {
 		t.Fatalf("Ready=Unknown %s after the last renewal, before the lease duration (2s) + grace (1s)", since)
 	}
+	testenv.Eventually(t, "regionsync_hub_regions_heartbeat_missed counts r-live", 5*time.Second, func() error {
+		if v := testutil.ToFloat64(hub.HeartbeatMissed); v != 1 {
+			return fmt.Errorf("regionsync_hub_regions_heartbeat_missed %v", v)
+		}
+		return nil
+	})
 	// The agent comes back: it renews and reports Ready; the hub leaves it.
 	renew()
 	agentReady()
@@ -633,4 +673,241 @@ func TestHubRegionLiveness(t *testing.T) {
 		}
 		return nil
 	})
+	testenv.Eventually(t, "regionsync_hub_regions_heartbeat_missed back to 0", 5*time.Second, func() error {
+		if v := testutil.ToFloat64(hub.HeartbeatMissed); v != 0 {
+			return fmt.Errorf("regionsync_hub_regions_heartbeat_missed %v", v)
+		}
+		return nil
+	})
+}
+
+// appliedFalse waits until Distribution name (of namespace) is Applied=False with a message
+// holding every substring.
+func appliedFalse(t *testing.T, c client.Client, namespace, name string, substrings ...string) {
+	t.Helper()
+	testenv.Eventually(t, "Distribution "+namespace+"/"+name+" Applied=False naming "+strings.Join(substrings, ", "), 20*time.Second, func() error {
+		d := &regionsyncv1alpha1.Distribution{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: name}, d); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(d.Status.Conditions, regionsyncv1alpha1.DistributionApplied)
+		if cond == nil || cond.Status != metav1.ConditionFalse {
+			return fmt.Errorf("Applied %+v", cond)
+		}
+		for _, s := range substrings {
+			if !strings.Contains(cond.Message, s) {
+				return fmt.Errorf("Applied=False: %s", cond.Message)
+			}
+		}
+		return nil
+	})
+}
+
+// TestHubImpersonation: the hub writes a Distribution's per-region objects as the ServiceAccount
+// it names (or the configured default), never as itself. A ServiceAccount that may write Tenants
+// gets its Tenant placed; one that may not write RoleBindings gets none placed although the hub
+// itself may write RoleBindings (Applied=False naming the refusal, nothing written); one that may
+// only read Tenants gets none placed; a Distribution naming none with no default places nothing
+// (Applied=False naming spec.serviceAccountName); and in a namespace the operator did not bind
+// the hub's impersonation in, the hub cannot act as any ServiceAccount.
+func TestHubImpersonation(t *testing.T) {
+	bg := context.Background()
+	mgmt := testenv.StartT(t, "management").Cluster("management")
+	c := mgmt.Client
+	const other = "tenant-other"
+	create(t, c,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}},
+		region("r-a", nil, tenantShard("-ra", "r-a")),
+		region("r-rb", nil, tenantShard("-rrb", "r-rb", "RoleBinding.rbac.authorization.k8s.io")),
+		// The hub may itself read and write RoleBindings (a placed kind's rule, and more): none
+		// of that carries over to a Distribution.
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hub-rolebindings"}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "hub-rolebindings"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hub-rolebindings"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "regionsync-system", Name: "regionsync-hub"}}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nothing"}},
+	)
+	tenantWriter(t, c, ns, "placer", writeTenants)
+	tenantWriter(t, c, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{"demo.regionsync.dev"}, Resources: []string{"tenants"}, Verbs: []string{"get", "list", "watch"}})
+	// In tenant-other a writer exists, but the hub was not bound to impersonate there.
+	create(t, c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "placer"}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "placer"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hub-rolebindings"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: other, Name: "placer"}}})
+	applyErrors := testutil.ToFloat64(hub.ApplyErrors.WithLabelValues("apply"))
+	placed, failed := testutil.ToFloat64(hub.Regions.WithLabelValues("placed")), testutil.ToFloat64(hub.Regions.WithLabelValues("failed"))
+	startHub(t, mgmt, hub.Options{})
+
+	dist := func(namespace, name, sa string, template runtime.RawExtension, region string) *regionsyncv1alpha1.Distribution {
+		return &regionsyncv1alpha1.Distribution{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: regionsyncv1alpha1.DistributionSpec{ServiceAccountName: sa, Template: template,
+				Placement: regionsyncv1alpha1.Placement{Regions: []string{region}}},
+		}
+	}
+	roleBinding := runtime.RawExtension{Raw: []byte(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding",` +
+		`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"nothing"},` +
+		`"subjects":[{"kind":"ServiceAccount","name":"reader","namespace":"` + ns + `"}]}`)}
+	create(t, c,
+		dist(ns, "good", "placer", tenantTemplate("team", ""), "r-a"),
+		dist(ns, "grant", "placer", roleBinding, "r-rb"),
+		dist(ns, "readonly", "reader", tenantTemplate("team", ""), "r-a"),
+		dist(ns, "nameless", "", tenantTemplate("team", ""), "r-a"),
+		dist(other, "elsewhere", "placer", tenantTemplate("team", ""), "r-a"),
+	)
+
+	// The happy path: placed, written by the hub's field manager as the ServiceAccount.
+	testenv.Eventually(t, "good placed in r-a", 20*time.Second, func() error {
+		tn, err := getTenant(c, "good-ra")
+		if err != nil {
+			return err
+		}
+		for _, mf := range tn.ManagedFields {
+			if mf.Manager == hub.FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply {
+				return nil
+			}
+		}
+		return fmt.Errorf("no apply by %s: %+v", hub.FieldManager, tn.ManagedFields)
+	})
+	appliedFalse(t, c, ns, "grant", "forbidden", "ServiceAccount "+ns+"/placer (spec.serviceAccountName)", "rolebindings")
+	appliedFalse(t, c, ns, "readonly", "forbidden", "ServiceAccount "+ns+"/reader (spec.serviceAccountName)")
+	appliedFalse(t, c, ns, "nameless", "spec.serviceAccountName", "defaultServiceAccountName")
+	appliedFalse(t, c, other, "elsewhere", "cannot impersonate", "serviceaccounts")
+
+	// Nothing of theirs was written, and stays so.
+	testenv.Consistently(t, "no refused object written", 3*time.Second, func() error {
+		for _, o := range []struct {
+			obj      client.Object
+			ns, name string
+		}{
+			{&rbacv1.RoleBinding{}, ns, "grant-rrb"},
+			{&demov1alpha1.Tenant{}, ns, "readonly-ra"},
+			{&demov1alpha1.Tenant{}, ns, "nameless-ra"},
+			{&demov1alpha1.Tenant{}, other, "elsewhere-ra"},
+		} {
+			if err := c.Get(bg, types.NamespacedName{Namespace: o.ns, Name: o.name}, o.obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s/%s: %v", o.ns, o.name, err)
+			}
+		}
+		return nil
+	})
+	if d := getDist(t, c, "good"); !meta.IsStatusConditionTrue(d.Status.Conditions, regionsyncv1alpha1.DistributionApplied) {
+		t.Errorf("good: the refusals of others stopped it: %+v", d.Status.Conditions)
+	}
+	// The hub's metrics: the three refused applies counted; one region placed, three failed.
+	if d := testutil.ToFloat64(hub.ApplyErrors.WithLabelValues("apply")) - applyErrors; d < 3 {
+		t.Errorf("regionsync_hub_apply_errors_total{operation=apply} grew by %v, want at least 3", d)
+	}
+	if d := testutil.ToFloat64(hub.Regions.WithLabelValues("placed")) - placed; d != 1 {
+		t.Errorf("regionsync_hub_distribution_regions{state=placed} grew by %v, want 1", d)
+	}
+	if d := testutil.ToFloat64(hub.Regions.WithLabelValues("failed")) - failed; d != 3 {
+		t.Errorf("regionsync_hub_distribution_regions{state=failed} grew by %v, want 3", d)
+	}
+}
+
+// TestHubAdmission: the admission policies the management base and the hub's overlay ship, on a
+// real API server, with requests made as a tenant user. A Distribution naming a ServiceAccount its
+// author may not impersonate is refused with a message naming the field, the user and the
+// ServiceAccount; one it may impersonate is admitted; changing spec.serviceAccountName to one it may
+// not impersonate is refused, and so is any spec change by a user who may not impersonate the
+// named one, while metadata-only updates (the removal confirmation) pass; naming none is refused
+// (the shipped hub configuration has no default); an author who may impersonate any
+// ServiceAccount is admitted.
+func TestHubAdmission(t *testing.T) {
+	bg := context.Background()
+	mgmt := testenv.StartT(t, "management").Cluster("management")
+	c := mgmt.Client
+	var policies []client.Object
+	for _, dir := range []string{"../../deploy/kustomize/management", "../../deploy/kustomize/hub"} {
+		objs, err := deploy.Render(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && strings.HasPrefix(o.GetName(), "regionsync-distribution-") {
+				policies = append(policies, o)
+			}
+		}
+	}
+	if len(policies) != 4 {
+		t.Fatalf("want 2 policies with their bindings, got %d objects", len(policies))
+	}
+	create(t, c, append(policies, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})...)
+	editDistributions := rbacv1.PolicyRule{APIGroups: []string{"regionsync.dev"}, Resources: []string{"distributions"}, Verbs: []string{"get", "list", "create", "update", "patch"}}
+	create(t, c,
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice"}, Rules: []rbacv1.PolicyRule{editDistributions,
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}, ResourceNames: []string{"placer"}}}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bob"}, Rules: []rbacv1.PolicyRule{editDistributions}},
+	)
+	for _, u := range []string{"alice", "bob"} {
+		create(t, c, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: u},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: u},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u}}})
+	}
+	as := func(user string) client.Client {
+		cl, err := client.New(mgmt.ImpersonatingConfig(user), client.Options{Scheme: testenv.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	alice, bob := as("alice"), as("bob")
+	dist := func(name, sa string) *regionsyncv1alpha1.Distribution {
+		return &regionsyncv1alpha1.Distribution{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: regionsyncv1alpha1.DistributionSpec{ServiceAccountName: sa, Template: tenantTemplate("team", ""),
+				Placement: regionsyncv1alpha1.Placement{Regions: []string{"r-a"}}},
+		}
+	}
+	refused := func(what string, err error, substrings ...string) {
+		t.Helper()
+		if err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("%s: want a refusal, got %v", what, err)
+			return
+		}
+		for _, s := range substrings {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%s: the refusal does not say %q: %v", what, s, err)
+			}
+		}
+	}
+	denyMsg := func(user, sa string) string {
+		return "spec.serviceAccountName: " + user + " may not impersonate ServiceAccount " + ns + "/" + sa
+	}
+	// The policies are loaded asynchronously: wait until a dry run is refused.
+	testenv.Eventually(t, "the policy refuses alice naming ServiceAccount powerful", 30*time.Second, func() error {
+		err := alice.Create(bg, dist("probe", "powerful"), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), denyMsg("alice", "powerful")) {
+			return fmt.Errorf("answered %v", err)
+		}
+		return nil
+	})
+	refused("alice names powerful", alice.Create(bg, dist("acme", "powerful")), denyMsg("alice", "powerful"), "regionsync-distribution-author")
+	refused("alice names none", alice.Create(bg, dist("acme", "")), "spec.serviceAccountName: required")
+	d := dist("acme", "placer")
+	if err := alice.Create(bg, d); err != nil {
+		t.Fatalf("alice names placer, which she may impersonate: %v", err)
+	}
+	changed := d.DeepCopy()
+	changed.Spec.ServiceAccountName = "powerful"
+	refused("alice changes serviceAccountName to powerful", alice.Update(bg, changed), denyMsg("alice", "powerful"))
+	changed = d.DeepCopy()
+	changed.Spec.Template = tenantTemplate("enterprise", "")
+	if err := alice.Update(bg, changed); err != nil {
+		t.Errorf("alice changes the template, placer kept: %v", err)
+	}
+	refused("bob changes the template of placer's Distribution", bob.Patch(bg, changed.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"template":{"spec":{"plan":"free"}}}}`))), denyMsg("bob", "placer"))
+	if err := bob.Patch(bg, changed.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+keys.ConfirmRemovalsBefore+`":"2030-01-01T00:00:00Z"}}}`))); err != nil {
+		t.Errorf("bob annotates (metadata only): %v", err)
+	}
+	if err := c.Create(bg, dist("by-admin", "powerful")); err != nil {
+		t.Errorf("an author who may impersonate every ServiceAccount names powerful: %v", err)
+	}
+	if got := getDist(t, c, "acme"); got.Spec.ServiceAccountName != "placer" {
+		t.Errorf("serviceAccountName %q after refused changes", got.Spec.ServiceAccountName)
+	}
 }

@@ -38,8 +38,9 @@ type LivenessReconciler struct {
 	// Now is the clock (time.Now).
 	Now func() time.Time
 
-	mu   sync.Mutex
-	seen map[string]renewal
+	mu     sync.Mutex
+	seen   map[string]renewal
+	missed regionSet
 }
 
 // renewal is a Lease renew time and when the hub first saw it.
@@ -52,6 +53,7 @@ type renewal struct {
 // Leases mapped to their Region.
 func (r *LivenessReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.seen = map[string]renewal{}
+	r.missed.gauge = HeartbeatMissed
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -76,10 +78,12 @@ func (r *LivenessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			r.mu.Lock()
 			delete(r.seen, req.Name)
 			r.mu.Unlock()
+			r.missed.set(req.Name, false)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
+	r.missed.set(region.Name, heartbeatMissed(region))
 	lease := &coordinationv1.Lease{}
 	leaseKey := types.NamespacedName{Namespace: r.Namespace, Name: claim.LeaseName(region.Name)}
 	hasLease := true
@@ -130,5 +134,12 @@ func (r *LivenessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return ctrl.Result{}, fmt.Errorf("marking Region %s HeartbeatMissed: %w", region.Name, err)
 	}
+	r.missed.set(region.Name, true)
 	return ctrl.Result{}, nil
+}
+
+// heartbeatMissed reports whether a Region's Ready condition is Unknown (HeartbeatMissed).
+func heartbeatMissed(region *regionsyncv1alpha1.Region) bool {
+	c := meta.FindStatusCondition(region.Status.Conditions, regionsyncv1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionUnknown && c.Reason == regionsyncv1alpha1.ReasonHeartbeatMissed
 }

@@ -9,6 +9,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -287,6 +291,26 @@ func (c *Cluster) ImpersonatingConfig(user string, groups ...string) *rest.Confi
 func (c *Cluster) ServiceAccountConfig(namespace, name string) *rest.Config {
 	return c.ImpersonatingConfig(ServiceAccountUser(namespace, name),
 		"system:serviceaccounts", "system:serviceaccounts:"+namespace)
+}
+
+// ServiceAccountTokenConfig returns a config that authenticates as the ServiceAccount
+// namespace/name (which must exist) with a token of the TokenRequest API, valid for an hour:
+// unlike ServiceAccountConfig it is that identity, not the admin impersonating it, so it can
+// itself impersonate others exactly as far as its RBAC allows.
+func (c *Cluster) ServiceAccountTokenConfig(ctx context.Context, namespace, name string) (*rest.Config, error) {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	secs := int64(3600)
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("a token of ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	cfg := rest.AnonymousClientConfig(c.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg, nil
 }
 
 // ServiceAccountClient is a client acting as the ServiceAccount namespace/name.
