@@ -14,7 +14,7 @@ all: build
 help: ## List the targets with what each does.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build the agent, the hub, the demo, the demo tenant operator and region-kubeconfig into bin/.
+build: ## Build the agent, the hub, the demo, the demo tenant operator, region-kubeconfig and the kubectl plugin into bin/.
 	$(GO) build -ldflags "-X main.Version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 control-plane: ## Build (first time) or locate the cached control-plane binaries.

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
+)
+
+// regionsGVR is the Region kind's resource on management.
+var regionsGVR = regionsyncv1alpha1.GroupVersion.WithResource("regions")
+
+// shardRecord is one region's shard Lease as explain and status read it.
+type shardRecord struct {
+	// Region is the region the Lease is named after ("region-<region>").
+	Region string
+	// Lease is the Lease's namespace/name.
+	Lease string
+	// Def is the recorded shard definition; DefErr says why there is none.
+	Def    shard.Definition
+	DefErr error
+	// State is the recorded claim state (claim.StateSyncing or claim.StateRefused; "" before the
+	// agent recorded one).
+	State string
+	// Holder is the Lease's holder identity; Replica the replica that syncs (for people).
+	Holder, Replica string
+	// Live: the holder holds the Lease and its lease has not run out.
+	Live bool
+	// Renewed is the Lease's last renewal (zero: never).
+	Renewed time.Time
+	// Registered is when the shard was first recorded (zero: not yet).
+	Registered time.Time
+	// NoLease: the record comes from the Region's spec.shard alone; no agent holds a Lease for it.
+	NoLease bool
+	// RegisteredShard is the Region's spec.shard when the operator registered one (it is what
+	// the agent must run with: the agent refuses to claim otherwise): it adds the region's
+	// localNamespaceSuffix and annotation domain, which the Lease does not record.
+	RegisteredShard *regionsyncv1alpha1.RegionShard
+}
+
+// localSuffix returns the region's localNamespaceSuffix and whether it is known (registered).
+func (s *shardRecord) localSuffix() (string, bool) {
+	if s.RegisteredShard == nil {
+		return "", false
+	}
+	return s.RegisteredShard.LocalNamespaceSuffix, true
+}
+
+// keys are the region's annotation keys: its registered annotation domain, else def.
+func (s *shardRecord) keys(def shard.Keys) shard.Keys {
+	if s.RegisteredShard == nil || s.RegisteredShard.AnnotationDomain == "" || s.RegisteredShard.AnnotationDomain == def.Domain {
+		return def
+	}
+	return shard.NewKeys(s.RegisteredShard.AnnotationDomain)
+}
+
+// fleet is what one command read from management: every shard Lease and every Region, listed
+// once each (never one request per region).
+type fleet struct {
+	// Shards by region name.
+	Shards map[string]*shardRecord
+	// Regions by name.
+	Regions map[string]*regionsyncv1alpha1.Region
+}
+
+// names returns every region that has a Lease or a Region, sorted.
+func (f *fleet) names() []string {
+	seen := map[string]bool{}
+	for n := range f.Shards {
+		seen[n] = true
+	}
+	for n := range f.Regions {
+		seen[n] = true
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// shardList returns the shard records sorted by region.
+func (f *fleet) shardList() []*shardRecord {
+	out := make([]*shardRecord, 0, len(f.Shards))
+	for _, s := range f.Shards {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Region < out[j].Region })
+	return out
+}
+
+// loadFleet lists the shard Leases in namespace and the Regions on management: two requests.
+func loadFleet(ctx context.Context, c *clients, namespace string, now time.Time) (*fleet, error) {
+	leases, err := c.kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: claim.LeaseLabel + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("listing the shard Leases in namespace %s on management: %w", namespace, err)
+	}
+	f := &fleet{Shards: map[string]*shardRecord{}, Regions: map[string]*regionsyncv1alpha1.Region{}}
+	for i := range leases.Items {
+		if s, ok := shardOf(&leases.Items[i], now); ok {
+			f.Shards[s.Region] = s
+		}
+	}
+	list, err := c.dynamic.Resource(regionsGVR).List(ctx, metav1.ListOptions{})
+	switch {
+	case isNotServed(err):
+		// No Region CRD on management: the agents publish no health; the Leases still tell.
+	case err != nil:
+		return nil, fmt.Errorf("listing the Regions on management: %w", err)
+	default:
+		for i := range list.Items {
+			r := &regionsyncv1alpha1.Region{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, r); err != nil {
+				return nil, fmt.Errorf("reading Region %s: %w", list.Items[i].GetName(), err)
+			}
+			f.Regions[r.Name] = r
+			f.register(r)
+		}
+	}
+	return f, nil
+}
+
+// register adds a Region's spec.shard to its shard record: to the Lease's when both describe the
+// same shard, as the only record when the region has no Lease or its Lease records no shard (its
+// agent has not claimed: it may be down, or refuse because its configuration differs).
+func (f *fleet) register(r *regionsyncv1alpha1.Region) {
+	reg := r.Spec.Shard
+	if reg == nil {
+		return
+	}
+	def := shard.Definition{
+		Region:                r.Name,
+		NamespacePrefix:       reg.NamespacePrefix,
+		RemoteNamespaceSuffix: reg.RemoteNamespaceSuffix,
+		RemoteResourceSuffix:  reg.RemoteResourceSuffix,
+		LabelSelector:         reg.LabelSelector,
+		Kinds:                 slices.Sorted(slices.Values(reg.Kinds)),
+	}
+	s := f.Shards[r.Name]
+	switch {
+	case s == nil:
+		f.Shards[r.Name] = &shardRecord{Region: r.Name, Lease: none, Def: def, NoLease: true, RegisteredShard: reg}
+	case s.DefErr != nil:
+		s.Def, s.DefErr, s.RegisteredShard = def, nil, reg
+	case reflect.DeepEqual(s.Def, def):
+		s.RegisteredShard = reg
+	}
+}
+
+// shardOf reads a shard Lease; ok is false for a Lease not named "region-<region>".
+func shardOf(l *coordinationv1.Lease, now time.Time) (*shardRecord, bool) {
+	region, ok := strings.CutPrefix(l.Name, claim.LeaseName(""))
+	if !ok || region == "" {
+		return nil, false
+	}
+	s := &shardRecord{
+		Region:  region,
+		Lease:   l.Namespace + "/" + l.Name,
+		State:   l.Annotations[claim.StateAnnotation],
+		Replica: l.Annotations[claim.HolderAnnotation],
+	}
+	s.Holder, s.Live = claim.LiveHolder(l, now)
+	if l.Spec.RenewTime != nil {
+		s.Renewed = l.Spec.RenewTime.Time
+	}
+	if t, err := time.Parse(time.RFC3339Nano, l.Annotations[claim.RegisteredAnnotation]); err == nil {
+		s.Registered = t
+	}
+	raw, ok := l.Annotations[claim.DefinitionAnnotation]
+	switch {
+	case !ok:
+		s.DefErr = fmt.Errorf("shard Lease %s records no shard (annotation %s missing: the agent has not claimed yet)", s.Lease, claim.DefinitionAnnotation)
+	default:
+		if err := json.Unmarshal([]byte(raw), &s.Def); err != nil {
+			s.DefErr = fmt.Errorf("shard Lease %s: annotation %s is not a shard definition: %w", s.Lease, claim.DefinitionAnnotation, err)
+		} else if s.Def.Region != region {
+			s.DefErr = fmt.Errorf("shard Lease %s records the shard of region %q", s.Lease, s.Def.Region)
+		}
+	}
+	return s, true
+}
+
+// isNotServed reports whether a list failed because the API server does not serve the resource
+// (a list answers NotFound for nothing else).
+func isNotServed(err error) bool { return apierrors.IsNotFound(err) }
+
+// condition returns the condition of type t, or nil.
+func condition(r *regionsyncv1alpha1.Region, t string) *metav1.Condition {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Status.Conditions {
+		if r.Status.Conditions[i].Type == t {
+			return &r.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// countsOf returns a Region's counts of kind, or nil.
+func countsOf(r *regionsyncv1alpha1.Region, kind string) *regionsyncv1alpha1.ResourceCounts {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Status.Resources {
+		if r.Status.Resources[i].Resource == kind {
+			return &r.Status.Resources[i]
+		}
+	}
+	return nil
+}
+
+// distributionGK is the hub's Distribution kind, served only where the hub is installed.
+var distributionGK = schema.GroupKind{Group: regionsyncv1alpha1.GroupVersion.Group, Kind: "Distribution"}
+
+// none stands for a missing value in text.
+const none = "(none)"

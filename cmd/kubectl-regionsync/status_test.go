@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+)
+
+func TestVersionSkew(t *testing.T) {
+	cases := []struct {
+		name     string
+		versions map[string]string
+		newest   string
+		flagged  []string
+	}{
+		{"one version", map[string]string{"a": "v0.4.0", "b": "v0.4.0"}, "v0.4.0", nil},
+		{"adjacent minors are within the policy", map[string]string{"a": "v0.4.2", "b": "v0.5.0"}, "v0.5.0", nil},
+		{"two minors behind", map[string]string{"a": "v0.3.9", "b": "v0.5.0", "c": "v0.4.0"}, "v0.5.0", []string{"a"}},
+		{"another major", map[string]string{"a": "v1.0.0", "b": "v2.0.0"}, "v2.0.0", []string{"a"}},
+		{"development builds are not judged", map[string]string{"a": "dev", "b": "", "c": "v0.5.0"}, "v0.5.0", nil},
+		{"nothing released", map[string]string{"a": "dev"}, "", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			newest, flagged := versionSkew(tc.versions)
+			if newest != tc.newest {
+				t.Errorf("newest %q, want %q", newest, tc.newest)
+			}
+			var got []string
+			for r := range tc.versions {
+				if flagged[r] != "" {
+					got = append(got, r)
+				}
+			}
+			if diff := cmp.Diff(tc.flagged, got); diff != "" {
+				t.Errorf("flagged regions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRenderStatus(t *testing.T) {
+	use := liveShard("use", "-use")
+	gone := liveShard("gone", "-gone", func(s *shardRecord) { s.Live = false; s.Renewed = testNow.Add(-2 * time.Hour) })
+	f := fleetOf([]*shardRecord{use, gone},
+		readyRegion("use", func(r *regionsyncv1alpha1.Region) {
+			r.Status.Leader, r.Status.AgentVersion = "agent-0", "v0.5.0"
+			r.Status.Resources = append(r.Status.Resources, regionsyncv1alpha1.ResourceCounts{Resource: "ConfigMap", Synced: 7, Pending: 1, Failed: 2, DeletionsHeld: 3})
+		}),
+		readyRegion("old", func(r *regionsyncv1alpha1.Region) {
+			r.Status.AgentVersion = "v0.3.0"
+			r.Status.Conditions[0] = metav1.Condition{Type: regionsyncv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: regionsyncv1alpha1.ReasonNotReady}
+		}),
+	)
+	f.Regions["new"] = registered("new", "-new", "")
+	f.register(f.Regions["new"])
+	report := buildStatus(f)
+	report.Distributions = &distributionSummary{Total: 3, Progressing: 1, Halted: 1, NeedAttention: []string{"acme/web"}}
+	var out bytes.Buffer
+	if err := renderStatus(&out, report, false, testNow); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	wantRows := [][]string{
+		{"REGION", "READY", "LIVE", "HEARTBEAT", "RENEWED", "LEADER", "VERSION", "KIND", "SYNCED", "PENDING", "FAILED", "HELD"},
+		{"gone", "no", "Region", "no", "-", "120m", "-", "-", "-", "-", "-", "-", "-"},
+		{"new", "True", "no", "Lease", "5s", "-", "-", "-", tenantKind, "3", "0", "0", "0"},
+		{"old", "False", "(NotReady)", "no", "Lease", "5s", "-", "-", "v0.3.0", "SKEW", tenantKind, "3", "0", "0", "0"},
+		{"use", "True", "yes", "5s", "3s", "agent-0", "v0.5.0", "ConfigMap", "7", "1", "2", "3"},
+		{"use", tenantKind, "3", "0", "0", "0"},
+	}
+	for i, want := range wantRows {
+		if got := strings.Fields(lines[i]); !cmp.Equal(got, want) {
+			t.Errorf("line %d: %q, want fields %q", i, lines[i], want)
+		}
+	}
+	for _, want := range []string{"SKEW: 1 region(s)", "v0.5.0", "Distributions: 3, 1 progressing, 1 halted, 0 degraded, 0 with removals held (need attention: acme/web)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Without the Distribution kind, no Distributions line; wide adds the wide columns.
+	report.Distributions = nil
+	out.Reset()
+	if err := renderStatus(&out, report, true, testNow); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "Distributions") {
+		t.Errorf("a Distributions line without the kind:\n%s", out.String())
+	}
+	if !strings.Contains(lines[0], "HELD") || !strings.Contains(out.String(), "SHARD-STATE") || !strings.Contains(out.String(), "Syncing") {
+		t.Errorf("wide output lacks the wide columns:\n%s", out.String())
+	}
+}
+
+func TestReleaseArgs(t *testing.T) {
+	cases := []struct {
+		args           []string
+		region, before string
+		err            string
+	}{
+		{args: []string{"tenant/web"}},
+		{region: "use", before: "now"},
+		{args: []string{"tenant/web"}, region: "use", err: "not both"},
+		{err: "name a copy"},
+		{before: "now", err: "--before needs --region"},
+		{region: "use", err: "--region needs --before"},
+	}
+	for _, tc := range cases {
+		err := releaseArgs(tc.args, tc.region, tc.before)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("releaseArgs(%v, %q, %q): %v", tc.args, tc.region, tc.before, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("releaseArgs(%v, %q, %q) = %v, want an error with %q", tc.args, tc.region, tc.before, err, tc.err)
+		}
+	}
+}

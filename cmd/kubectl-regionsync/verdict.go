@@ -1,0 +1,685 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/shard/claim"
+	"github.com/regionsync/regionsync/pkg/config"
+)
+
+// Verdicts of explain, the most fundamental first: the verdict is the first that applies.
+const (
+	VerdictNotFound           = "NotFound"
+	VerdictNoShard            = "NoShard"
+	VerdictShardOverlap       = "ShardOverlap"
+	VerdictProtectedNamespace = "ProtectedNamespace"
+	VerdictInvalidMapping     = "InvalidMapping"
+	VerdictRegionNotLive      = "RegionNotLive"
+	VerdictShardRefused       = "ShardRefused"
+	VerdictDeletionHeld       = "DeletionHeld"
+	VerdictDeleting           = "Deleting"
+	VerdictPaused             = "Paused"
+	VerdictWriteFight         = "WriteFight"
+	VerdictNotClaimed         = "NotClaimed"
+	VerdictNotCurrent         = "NotCurrent"
+	VerdictSynced             = "Synced"
+)
+
+// Event reasons of the agent that explain reads (internal/syncer's; the plugin does not link the
+// agent).
+const (
+	reasonWriteFight         = "WriteFight"
+	reasonDeletionHeld       = "DeletionHeld"
+	reasonProtectedNamespace = "ProtectedNamespace"
+	reasonInvalidMapping     = "InvalidMapping"
+)
+
+// Topics of explain's findings, in the order they are printed.
+const (
+	topicShard    = "shard"
+	topicRegion   = "region"
+	topicClaim    = "claim"
+	topicCurrent  = "current"
+	topicPaused   = "paused"
+	topicDeletion = "deletion"
+	topicFight    = "fight"
+	topicTrace    = "trace"
+	topicCopy     = "copy"
+	topicDrift    = "drift"
+)
+
+// eventLine is one Event as explain shows it.
+type eventLine struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	From    string    `json:"from,omitempty"`
+	Count   int32     `json:"count,omitempty"`
+	Message string    `json:"message"`
+}
+
+// eventLineOf reads an Event, timed by its latest occurrence.
+func eventLineOf(e *corev1.Event) eventLine {
+	t := e.CreationTimestamp.Time
+	for _, c := range []time.Time{e.FirstTimestamp.Time, e.LastTimestamp.Time, e.EventTime.Time} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	from := e.ReportingController
+	if from == "" {
+		from = e.Source.Component
+	}
+	count := e.Count
+	if e.Series != nil {
+		count = e.Series.Count
+	}
+	return eventLine{Time: t, Type: e.Type, Reason: e.Reason, From: from, Count: count, Message: e.Message}
+}
+
+// sortEvents orders events oldest first.
+func sortEvents(ev []eventLine) {
+	sort.SliceStable(ev, func(i, j int) bool { return ev[i].Time.Before(ev[j].Time) })
+}
+
+// miss is one reason a shard does not take an object.
+type miss struct {
+	// Category: definition, kind, namespace, name or labels.
+	Category string `json:"category"`
+	Text     string `json:"text"`
+}
+
+// shardVerdict is one shard's verdict on an object.
+type shardVerdict struct {
+	Region string `json:"region"`
+	Shard  string `json:"shard,omitempty"`
+	Takes  bool   `json:"takes"`
+	// Misses say why it does not take the object.
+	Misses []miss `json:"misses,omitempty"`
+	// Local is the copy's key in the region when the shard takes the object (its namespace
+	// without the region's localNamespaceSuffix, which management does not record).
+	Local string `json:"local,omitempty"`
+	// MapError says why the object's local name is invalid.
+	MapError string `json:"mapError,omitempty"`
+	// Protected: the local namespace is one of the system namespaces regionsync never writes.
+	Protected bool `json:"protected,omitempty"`
+
+	local      types.NamespacedName
+	localKnown bool
+}
+
+// judgeShard decides whether shard s takes the object kind ns/name with labels (labels nil: not
+// known, not judged), with the agent's own mapping logic.
+func judgeShard(kind, ns, name string, labels map[string]string, s *shardRecord) shardVerdict {
+	v := shardVerdict{Region: s.Region}
+	if s.DefErr != nil {
+		v.Misses = append(v.Misses, miss{"definition", s.DefErr.Error()})
+		return v
+	}
+	d := s.Def
+	v.Shard = d.String()
+	if !slices.Contains(d.Kinds, kind) {
+		v.Misses = append(v.Misses, miss{"kind", fmt.Sprintf("syncs %s, not %s", strings.Join(d.Kinds, ","), kind)})
+	}
+	if !strings.HasPrefix(ns, d.NamespacePrefix) {
+		v.Misses = append(v.Misses, miss{"namespace", fmt.Sprintf("namespace %q does not start with the shard's namespacePrefix %q", ns, d.NamespacePrefix)})
+	}
+	if !strings.HasSuffix(ns, d.RemoteNamespaceSuffix) {
+		v.Misses = append(v.Misses, miss{"namespace", fmt.Sprintf("namespace %q does not end with the shard's remoteNamespaceSuffix %q", ns, d.RemoteNamespaceSuffix)})
+	} else if rest := strings.TrimSuffix(ns, d.RemoteNamespaceSuffix); strings.HasPrefix(ns, d.NamespacePrefix) && !strings.HasPrefix(rest, d.NamespacePrefix) {
+		v.Misses = append(v.Misses, miss{"namespace", fmt.Sprintf("namespace %q without its suffix %q does not start with the prefix %q", ns, d.RemoteNamespaceSuffix, d.NamespacePrefix)})
+	}
+	if !strings.HasSuffix(name, d.RemoteResourceSuffix) {
+		v.Misses = append(v.Misses, miss{"name", fmt.Sprintf("name %q does not end with the shard's suffix %q", name, d.RemoteResourceSuffix)})
+	}
+	localSuffix, localKnown := s.localSuffix()
+	mapper, err := shard.NewMapper(config.ShardConfig{
+		NamespacePrefix:       d.NamespacePrefix,
+		RemoteResourceSuffix:  d.RemoteResourceSuffix,
+		RemoteNamespaceSuffix: d.RemoteNamespaceSuffix,
+		LocalNamespaceSuffix:  localSuffix,
+		LabelSelector:         d.LabelSelector,
+	})
+	if err != nil {
+		v.Misses = append(v.Misses, miss{"definition", fmt.Sprintf("Lease %s: %v", s.Lease, err)})
+		return v
+	}
+	if labels != nil && !mapper.MatchesLabels(labels) {
+		v.Misses = append(v.Misses, miss{"labels", fmt.Sprintf("labels %s do not match the shard's selector %q", formatLabels(labels), d.LabelSelector)})
+	}
+	if len(v.Misses) > 0 {
+		return v
+	}
+	v.Takes = true
+	local, err := mapper.ToLocal(types.NamespacedName{Namespace: ns, Name: name})
+	if err != nil {
+		v.MapError = err.Error()
+		return v
+	}
+	v.local, v.localKnown = local, localKnown
+	v.Local = local.String()
+	v.Protected = slices.Contains(config.SystemNamespaces, local.Namespace)
+	return v
+}
+
+func formatLabels(l map[string]string) string {
+	if len(l) == 0 {
+		return none
+	}
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+l[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// finding is one line of explain: a topic and what was found, OK or a problem.
+type finding struct {
+	Topic string `json:"topic"`
+	OK    bool   `json:"ok"`
+	Text  string `json:"text"`
+}
+
+// explanation is the output of explain (its JSON and YAML form).
+type explanation struct {
+	// Object is "Kind namespace/name" on management.
+	Object  string `json:"object"`
+	Verdict string `json:"verdict"`
+	// Summary says the verdict in a sentence.
+	Summary string `json:"summary"`
+	// Region is the region whose shard takes the object ("" when none does).
+	Region string `json:"region,omitempty"`
+	// Shards are the shards that take the object, or, when none does, the nearest misses.
+	Shards []shardVerdict `json:"shards,omitempty"`
+	// OtherShards counts the remaining shards by why they miss it.
+	OtherShards string    `json:"otherShards,omitempty"`
+	Findings    []finding `json:"findings"`
+	// TraceID is the trace the object's sync joins (its traceparent on management); CopyTraceID
+	// the agent's own span of the last sync (the copy's traceparent).
+	TraceID     string `json:"traceID,omitempty"`
+	CopyTraceID string `json:"copyTraceID,omitempty"`
+	// Events regarding the object on management; CopyEvents regarding the copy in the region.
+	Events     []eventLine `json:"events,omitempty"`
+	CopyEvents []eventLine `json:"copyEvents,omitempty"`
+	// Copy is the regional copy's key and region, when read.
+	Copy string `json:"copy,omitempty"`
+	// CopyObject is the copy itself, without its managed fields.
+	CopyObject map[string]any `json:"copyObject,omitempty"`
+	// Drift is the spec diff between management (-) and the copy (+) ("" when none or not read).
+	Drift string `json:"drift,omitempty"`
+}
+
+// explainInput is what explain read.
+type explainInput struct {
+	Keys            shard.Keys
+	Kind            string
+	Namespace, Name string
+	// Object is the management object (nil: not found).
+	Object *unstructured.Unstructured
+	Fleet  *fleet
+	Events []eventLine
+	// RegionRead: --region-context was given and the region was searched for the copy.
+	RegionRead bool
+	// Copy is the regional copy (nil: none found).
+	Copy       *unstructured.Unstructured
+	CopyEvents []eventLine
+	Now        time.Time
+}
+
+// nearMisses is how many shards that miss an object by one reason explain lists.
+const nearMisses = 5
+
+// explain is explain's reasoning, pure: which shard takes the object and why (or why none),
+// then the region's liveness, the claim, currentness, pause, deletion, fights, trace and drift.
+func explain(in explainInput) *explanation {
+	e := &explanation{Object: fmt.Sprintf("%s %s/%s", in.Kind, in.Namespace, in.Name), Events: in.Events, CopyEvents: in.CopyEvents}
+	var labels map[string]string
+	if in.Object != nil {
+		labels = in.Object.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+	}
+	if in.Object == nil && in.Copy == nil {
+		e.set(VerdictNotFound, fmt.Sprintf("%s is not on management", e.Object))
+		if !in.RegionRead {
+			e.Summary += " (give --region-context to look for a copy left in a region)"
+		} else {
+			e.Summary += " and no copy of it was found in the region"
+		}
+	}
+	// Which shards take it.
+	var takers []shardVerdict
+	var misses []shardVerdict
+	for _, s := range in.Fleet.shardList() {
+		v := judgeShard(in.Kind, in.Namespace, in.Name, labels, s)
+		if v.Takes {
+			takers = append(takers, v)
+		} else {
+			misses = append(misses, v)
+		}
+	}
+	if in.Copy != nil && in.Object == nil {
+		// The object is gone; the copy's region mark says whose it was.
+		takers = slices.DeleteFunc(takers, func(v shardVerdict) bool {
+			return in.Copy.GetLabels()[in.Fleet.Shards[v.Region].keys(in.Keys).Region] != v.Region
+		})
+	}
+	if in.Object == nil && in.Copy == nil {
+		// Nothing to judge labels on: only the shards whose names would fit are shown.
+		e.Shards = takers
+		e.finish(in)
+		return e
+	}
+	switch len(takers) {
+	case 0:
+		e.noShard(in, labels, misses)
+		e.finish(in)
+		return e
+	case 1:
+	default:
+		e.overlap(in, takers)
+	}
+	e.Shards = takers
+	taker := takers[0]
+	if e.Verdict == VerdictShardOverlap {
+		for _, t := range takers {
+			if s := in.Fleet.Shards[t.Region]; s.State == claim.StateSyncing && s.Live {
+				taker = t
+			}
+		}
+	}
+	e.Region = taker.Region
+	e.add(topicShard, true, fmt.Sprintf("region %s takes it: %s; copy %s", taker.Region, taker.Shard, localText(taker)))
+	if taker.MapError != "" {
+		e.problem(VerdictInvalidMapping, topicShard, "the mapped local name is invalid: "+taker.MapError)
+	}
+	if taker.Protected {
+		msg := fmt.Sprintf("it maps to the region's system namespace %s, which regionsync never writes", taker.local.Namespace)
+		if !taker.localKnown {
+			msg += " (unless the region's localNamespaceSuffix, not registered on its Region, is not empty)"
+		}
+		e.problem(VerdictProtectedNamespace, topicShard, msg)
+	}
+	if s := in.Fleet.Shards[taker.Region]; s != nil {
+		in.Keys = s.keys(in.Keys) // the region's own annotation domain, where registered
+	}
+	for _, ev := range in.Events {
+		switch ev.Reason {
+		case reasonProtectedNamespace:
+			e.problem(VerdictProtectedNamespace, topicShard, "the agent refused it: "+ev.Message)
+		case reasonInvalidMapping:
+			e.problem(VerdictInvalidMapping, topicShard, "the agent refused it: "+ev.Message)
+		}
+	}
+	e.regionFindings(in, in.Fleet.Shards[taker.Region], in.Fleet.Regions[taker.Region])
+	e.objectFindings(in, in.Fleet.Regions[taker.Region])
+	e.finish(in)
+	return e
+}
+
+// set sets the verdict unless a more fundamental one is set.
+func (e *explanation) set(verdict, summary string) {
+	if e.Verdict == "" {
+		e.Verdict, e.Summary = verdict, summary
+	}
+}
+
+func (e *explanation) add(topic string, ok bool, text string) {
+	e.Findings = append(e.Findings, finding{Topic: topic, OK: ok, Text: text})
+}
+
+// problem records a finding that needs attention and sets the verdict.
+func (e *explanation) problem(verdict, topic, text string) {
+	e.add(topic, false, text)
+	e.set(verdict, text)
+}
+
+func localText(v shardVerdict) string {
+	switch {
+	case v.Local == "":
+		return none
+	case v.localKnown:
+		return v.Local
+	}
+	return v.Local + " (plus the region's localNamespaceSuffix, if any: not registered on its Region)"
+}
+
+// noShard explains why no shard takes the object: the shard of the region it is labelled for,
+// the nearest misses, and a count of the rest.
+func (e *explanation) noShard(in explainInput, labels map[string]string, misses []shardVerdict) {
+	if len(misses) == 0 {
+		e.problem(VerdictNoShard, topicShard, fmt.Sprintf("no region has a shard Lease in %s on management: no agent has claimed a shard", "the management namespace"))
+		return
+	}
+	shown := map[string]bool{}
+	if want := labels[config.RegionLabel]; want != "" {
+		if _, ok := in.Fleet.Shards[want]; !ok {
+			e.add(topicShard, false, fmt.Sprintf("it is labelled %s=%s, but region %s has no shard Lease (no agent of that region has claimed)", config.RegionLabel, want, want))
+		}
+		for _, v := range misses {
+			if v.Region == want {
+				e.Shards = append(e.Shards, v)
+				shown[v.Region] = true
+			}
+		}
+	}
+	near := 0
+	for _, v := range misses {
+		if !shown[v.Region] && len(v.Misses) == 1 && near < nearMisses {
+			e.Shards = append(e.Shards, v)
+			shown[v.Region] = true
+			near++
+		}
+	}
+	rest := map[string]int{}
+	others := 0
+	for _, v := range misses {
+		if !shown[v.Region] {
+			rest[v.Misses[0].Category]++
+			others++
+		}
+	}
+	if others > 0 {
+		cats := make([]string, 0, len(rest))
+		for c, n := range rest {
+			cats = append(cats, fmt.Sprintf("%d by %s", n, c))
+		}
+		sort.Strings(cats)
+		e.OtherShards = fmt.Sprintf("%d other shards miss it: %s", others, strings.Join(cats, ", "))
+	}
+	why := "no region's shard takes it"
+	if len(e.Shards) > 0 {
+		v := e.Shards[0]
+		why += fmt.Sprintf("; nearest: region %s, whose shard %s", v.Region, v.Misses[0].Text)
+	}
+	e.problem(VerdictNoShard, topicShard, why)
+}
+
+// overlap explains an object more than one shard takes.
+func (e *explanation) overlap(in explainInput, takers []shardVerdict) {
+	regions := make([]string, 0, len(takers))
+	for _, t := range takers {
+		regions = append(regions, t.Region)
+	}
+	a, b := in.Fleet.Shards[takers[0].Region], in.Fleet.Shards[takers[1].Region]
+	_, why := shard.Overlap(a.Def, b.Def)
+	syncing := []string{}
+	for _, t := range takers {
+		if s := in.Fleet.Shards[t.Region]; s.State == claim.StateSyncing && s.Live {
+			syncing = append(syncing, t.Region)
+		}
+	}
+	who := "none of them syncs"
+	if len(syncing) > 0 {
+		who = strings.Join(syncing, ", ") + " syncs (registered first); the others refuse"
+	}
+	e.problem(VerdictShardOverlap, topicShard, fmt.Sprintf("the shards of regions %s overlap and all take it: %s; %s", strings.Join(regions, ", "), why, who))
+}
+
+// regionFindings judge the taking region: its Lease and its Region.
+func (e *explanation) regionFindings(in explainInput, s *shardRecord, r *regionsyncv1alpha1.Region) {
+	switch {
+	case s.NoLease:
+		msg := fmt.Sprintf("region %s's shard is registered on its Region (spec.shard) but no agent holds its shard Lease", s.Region)
+		if c := condition(r, regionsyncv1alpha1.ConditionShardClaimed); c != nil && c.Status != metav1.ConditionTrue {
+			msg += fmt.Sprintf(": ShardClaimed=%s (%s) %s", c.Status, c.Reason, c.Message)
+		}
+		e.problem(VerdictRegionNotLive, topicRegion, msg)
+	case s.Live:
+		e.add(topicRegion, true, fmt.Sprintf("shard Lease %s held by %s, renewed %s ago", s.Lease, s.Holder, since(in.Now, s.Renewed)))
+	case s.Renewed.IsZero():
+		e.problem(VerdictRegionNotLive, topicRegion, fmt.Sprintf("region %s's agent is not live: its shard Lease %s was never renewed", s.Region, s.Lease))
+	default:
+		e.problem(VerdictRegionNotLive, topicRegion, fmt.Sprintf("region %s's agent is not live: its shard Lease %s was last renewed %s ago and has run out", s.Region, s.Lease, since(in.Now, s.Renewed)))
+	}
+	if s.State == claim.StateRefused {
+		msg := "the agent refuses to sync: its shard overlaps another live shard"
+		if why := collisions(in.Fleet, s); why != "" {
+			msg += ": " + why
+		} else if c := condition(r, regionsyncv1alpha1.ConditionShardClaimed); c != nil && c.Message != "" {
+			msg += ": " + c.Message
+		}
+		e.problem(VerdictShardRefused, topicRegion, msg)
+	}
+	if r == nil {
+		e.add(topicRegion, false, fmt.Sprintf("there is no Region %s on management: the agent publishes no health", s.Region))
+		return
+	}
+	if c := condition(r, regionsyncv1alpha1.ConditionReady); c != nil {
+		text := fmt.Sprintf("Region %s Ready=%s (%s)", r.Name, c.Status, c.Reason)
+		if c.Status != metav1.ConditionTrue {
+			text += badConditions(r)
+		}
+		e.add(topicRegion, c.Status == metav1.ConditionTrue, fmt.Sprintf("%s; heartbeat %s ago", text, since(in.Now, timeOf(r.Status.HeartbeatTime))))
+	}
+}
+
+// badConditions lists the Region's conditions that are in their bad state (Ready's causes).
+func badConditions(r *regionsyncv1alpha1.Region) string {
+	var out []string
+	for _, t := range []string{regionsyncv1alpha1.ConditionManagementConnected, regionsyncv1alpha1.ConditionShardClaimed, regionsyncv1alpha1.ConditionSynced, regionsyncv1alpha1.ConditionDeletionsHeld} {
+		c := condition(r, t)
+		if c == nil {
+			continue
+		}
+		bad := c.Status != metav1.ConditionTrue
+		if t == regionsyncv1alpha1.ConditionDeletionsHeld {
+			bad = c.Status == metav1.ConditionTrue
+		}
+		if bad {
+			out = append(out, fmt.Sprintf("%s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(out, "; ")
+}
+
+// collisions describes the syncing, live shards that overlap s (shard.Overlap, the agents' own
+// rule), or "".
+func collisions(f *fleet, s *shardRecord) string {
+	var out []string
+	for _, o := range f.shardList() {
+		if o.Region == s.Region || o.DefErr != nil || o.State != claim.StateSyncing || !o.Live {
+			continue
+		}
+		if overlap, why := shard.Overlap(s.Def, o.Def); overlap {
+			out = append(out, fmt.Sprintf("it collides with the shard of region %s (Lease %s): %s", o.Region, o.Lease, why))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// objectFindings judge the object and its copy: claim, currentness, pause, deletion, fights.
+func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Region) {
+	k := in.Keys
+	obj, cp := in.Object, in.Copy
+	if in.RegionRead {
+		if cp != nil {
+			e.Copy = fmt.Sprintf("%s/%s in region %s", cp.GetNamespace(), cp.GetName(), cp.GetLabels()[k.Region])
+			e.add(topicCopy, true, copyText(e.Copy, cp, k, in.Now))
+			shown := cp.DeepCopy()
+			shown.SetManagedFields(nil)
+			e.CopyObject = shown.Object
+		} else {
+			e.add(topicCopy, false, "no copy found in the region of --region-context")
+		}
+	}
+	// Deletion first: a held deletion explains a stuck terminating object or a lingering copy.
+	counts := countsOf(r, in.Kind)
+	heldInRegion := counts != nil && counts.DeletionsHeld > 0
+	heldEvent := hasReason(in.CopyEvents, reasonDeletionHeld)
+	deleting := obj == nil || obj.GetDeletionTimestamp() != nil
+	if deleting {
+		what := "the object is gone from management"
+		if obj != nil {
+			what = fmt.Sprintf("the object is terminating (since %s ago)", since(in.Now, obj.GetDeletionTimestamp().Time))
+		}
+		switch {
+		case heldInRegion || heldEvent:
+			n := int32(0)
+			if counts != nil {
+				n = counts.DeletionsHeld
+			}
+			msg := fmt.Sprintf("%s, but region %s holds the deletion of its copy (deletion budget; %d %s deletions held in the region)", what, e.Region, n, in.Kind)
+			if r != nil && r.Annotations[k.ReleaseDeletionsBefore] != "" {
+				msg += fmt.Sprintf("; holds started before %s are released (%s on Region %s)", r.Annotations[k.ReleaseDeletionsBefore], k.ReleaseDeletionsBefore, r.Name)
+			}
+			msg += fmt.Sprintf(". Release it: kubectl regionsync release <kind>/<name> -n <namespace> --region-context <region> (the copy), or kubectl regionsync release --region %s --before now", e.Region)
+			e.problem(VerdictDeletionHeld, topicDeletion, msg)
+		case obj != nil && !hasFinalizer(obj, k.Finalizer):
+			e.add(topicDeletion, true, what+"; no regionsync finalizer holds it")
+		default:
+			e.problem(VerdictDeleting, topicDeletion, what+"; the agent deletes the copy, then removes its finalizer "+k.Finalizer)
+		}
+	}
+	if obj == nil {
+		return
+	}
+	if k.IsPaused(obj.GetAnnotations()) {
+		e.problem(VerdictPaused, topicPaused, fmt.Sprintf("paused on management (%s=true): the agent writes nothing for it", k.Paused))
+	}
+	if cp != nil && k.IsPaused(cp.GetAnnotations()) {
+		e.problem(VerdictPaused, topicPaused, fmt.Sprintf("the copy is paused in the region (%s=true): the agent writes nothing for it", k.Paused))
+	}
+	for _, ev := range [][]eventLine{in.Events, in.CopyEvents} {
+		if f := lastWithReason(ev, reasonWriteFight); f != nil {
+			e.problem(VerdictWriteFight, topicFight, fmt.Sprintf("write fight %s ago: %s", since(in.Now, f.Time), f.Message))
+		}
+	}
+	if hasFinalizer(obj, k.Finalizer) {
+		e.add(topicClaim, true, "claimed: finalizer "+k.Finalizer)
+	} else if !deleting {
+		e.problem(VerdictNotClaimed, topicClaim, fmt.Sprintf("not claimed: no finalizer %s yet (the agent of region %s has not synced it)", k.Finalizer, e.Region))
+	}
+	gen := obj.GetGeneration()
+	copied, copiedOK := obj.GetAnnotations()[k.RemoteGeneration]
+	switch {
+	case !copiedOK:
+		if !deleting {
+			e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("never copied: no %s annotation (generation %d)", k.RemoteGeneration, gen))
+		}
+	case cp != nil && !k.GenerationsCurrent(obj.GetAnnotations(), gen, cp.GetGeneration()):
+		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: management generation %d, copied %s, the copy's generation %d, recorded %s", gen, copied, cp.GetGeneration(), obj.GetAnnotations()[k.LocalGeneration]))
+	case copied != fmt.Sprint(gen):
+		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: management generation %d, last copied %s", gen, copied))
+	default:
+		e.add(topicCurrent, true, fmt.Sprintf("current: generation %d copied down (copy generation %s)", gen, obj.GetAnnotations()[k.LocalGeneration]))
+	}
+	if cp != nil {
+		if d := drift(obj, cp); d != "" {
+			e.Drift = d
+			e.add(topicDrift, false, "the copy differs from management (see the diff); under Replace the agent reverts it unless paused or fighting, under Apply fields of regional controllers stay")
+		} else {
+			e.add(topicDrift, true, "the copy's content is management's")
+		}
+	}
+	e.set(VerdictSynced, fmt.Sprintf("synced to region %s and current", e.Region))
+}
+
+// copyText describes the copy: its key, generation and age, and the agent's marks on it.
+func copyText(ref string, cp *unstructured.Unstructured, k shard.Keys, now time.Time) string {
+	parts := []string{fmt.Sprintf("copy %s, generation %d, created %s ago", ref, cp.GetGeneration(), since(now, cp.GetCreationTimestamp().Time))}
+	if t := cp.GetDeletionTimestamp(); t != nil {
+		parts = append(parts, fmt.Sprintf("terminating since %s ago (finalizers %v)", since(now, t.Time), cp.GetFinalizers()))
+	}
+	if k.IsReleased(cp.GetAnnotations()) {
+		parts = append(parts, "its held deletion is released ("+k.ReleaseDeletion+"=true)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// finish adds the trace IDs.
+func (e *explanation) finish(in explainInput) {
+	if in.Object != nil {
+		if id := traceID(in.Object.GetAnnotations()[in.Keys.TraceParent]); id != "" {
+			e.TraceID = id
+			e.add(topicTrace, true, "the sync joins trace "+id+" (traceparent on management)")
+		}
+	}
+	if in.Copy != nil {
+		if id := traceID(in.Copy.GetAnnotations()[in.Keys.TraceParent]); id != "" {
+			e.CopyTraceID = id
+			e.add(topicTrace, true, "last sync: trace "+id+" (traceparent on the copy)")
+		}
+	}
+}
+
+// traceID is the trace ID of a W3C traceparent ("00-<trace id>-<span id>-<flags>"), or "".
+func traceID(tp string) string {
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 {
+		return ""
+	}
+	return parts[1]
+}
+
+// drift is the diff of the synced content (everything but metadata and status) from management
+// (-) to the copy (+).
+func drift(remote, local *unstructured.Unstructured) string {
+	content := func(u *unstructured.Unstructured) map[string]any {
+		out := map[string]any{}
+		for k, v := range u.Object {
+			switch k {
+			case "metadata", "status", "apiVersion", "kind":
+				continue
+			}
+			out[k] = v
+		}
+		return out
+	}
+	return cmp.Diff(content(remote), content(local))
+}
+
+func hasFinalizer(u *unstructured.Unstructured, f string) bool {
+	return slices.Contains(u.GetFinalizers(), f)
+}
+
+func hasReason(ev []eventLine, reason string) bool { return lastWithReason(ev, reason) != nil }
+
+func lastWithReason(ev []eventLine, reason string) *eventLine {
+	var last *eventLine
+	for i := range ev {
+		if ev[i].Reason == reason && (last == nil || !ev[i].Time.Before(last.Time)) {
+			last = &ev[i]
+		}
+	}
+	return last
+}
+
+func timeOf(t *metav1.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.Time
+}
+
+func since(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
