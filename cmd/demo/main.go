@@ -22,10 +22,11 @@ func main() {
 	dir := flag.String("dir", ".demo", "directory for kubeconfigs, agent configurations and logs (emptied first)")
 	agentBin := flag.String("agent", filepath.Join(filepath.Dir(self), "agent"), "agent binary")
 	operatorBin := flag.String("tenant-operator", filepath.Join(filepath.Dir(self), "tenant-operator"), "tenant operator binary")
+	hubBin := flag.String("hub", filepath.Join(filepath.Dir(self), "hub"), "hub binary")
 	exit := flag.Bool("exit", false, "tear down after the round trip instead of waiting for Ctrl-C")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
-	err := demo.Run(ctrl.SetupSignalHandler(), demo.Options{Dir: *dir, AgentBinary: *agentBin, OperatorBinary: *operatorBin, Out: os.Stdout, Exit: *exit})
+	err := demo.Run(ctrl.SetupSignalHandler(), demo.Options{Dir: *dir, AgentBinary: *agentBin, OperatorBinary: *operatorBin, HubBinary: *hubBin, Out: os.Stdout, Exit: *exit})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)

@@ -55,6 +55,8 @@ type Options struct {
 	AgentBinary string
 	// OperatorBinary is the tenant operator executable (bin/tenant-operator).
 	OperatorBinary string
+	// HubBinary is the hub executable (bin/hub); it places the demo's Distribution.
+	HubBinary string
 	// Out receives the demo's narration.
 	Out io.Writer
 	// Exit, when set, makes Run return after the round trip instead of waiting for ctx (used by
@@ -105,6 +107,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.showMetrics()
 	if err := d.showRegions(); err != nil {
+		return err
+	}
+	if err := d.distribute(); err != nil {
 		return err
 	}
 	d.showAccess()
@@ -199,7 +204,7 @@ func (d *demoRun) startProcesses() error {
 		d.agents = append(d.agents, a)
 		d.say("%s: tenant operator started (log %s); agent started (config %s, log %s)", region, op.log, filepath.Join(d.dir, region, "agent.yaml"), a.log)
 	}
-	return nil
+	return d.startHub()
 }
 
 // roundTrips creates the demo tenants on management and shows each region's round trip.
@@ -313,7 +318,8 @@ func prepareManagement(ctx context.Context, mgmt client.Client) error {
 		return err
 	}
 	for _, region := range Regions {
-		r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: region}, Spec: regionsyncv1alpha1.RegionSpec{Description: "demo region " + region}}
+		r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: region},
+			Spec: regionsyncv1alpha1.RegionSpec{Description: "demo region " + region, Shard: regionShard(region)}}
 		if err := mgmt.Create(ctx, r); err != nil {
 			return err
 		}

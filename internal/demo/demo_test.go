@@ -25,7 +25,7 @@ func TestDemoRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	bins := t.TempDir()
-	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/agent", "./cmd/tenant-operator")
+	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/agent", "./cmd/tenant-operator", "./cmd/hub")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the agent and the tenant operator: %v\n%s", err, out)
@@ -34,10 +34,21 @@ func TestDemoRoundTrip(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	err = demo.Run(ctx, demo.Options{Dir: filepath.Join(t.TempDir(), "demo"), AgentBinary: filepath.Join(bins, "agent"),
-		OperatorBinary: filepath.Join(bins, "tenant-operator"), Out: &out, Exit: true})
+		OperatorBinary: filepath.Join(bins, "tenant-operator"), HubBinary: filepath.Join(bins, "hub"), Out: &out, Exit: true})
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The Distribution reached every region, with the override in the last one.
+	for i, region := range demo.Regions {
+		want := "replicas 2"
+		if i == len(demo.Regions)-1 {
+			want = "replicas 3"
+		}
+		if !strings.Contains(out.String(), "  "+region+": Applied, object "+demo.DistributionName+"-"+region) ||
+			!strings.Contains(between(out.String(), "  "+region+": Applied", "\n"), want) {
+			t.Errorf("%s: the Distribution's line is missing or its copy does not have %s", region, want)
+		}
 	}
 	for _, region := range demo.Regions {
 		if !strings.Contains(out.String(), region+": round trip complete") {
