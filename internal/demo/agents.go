@@ -54,13 +54,13 @@ func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig, en
 	}
 	// POD_NAME is the replica name shown as the Region's leader.
 	return startProcess(cfg.Region, bin, filepath.Join(dir, "agent.log"),
-		[]string{"--config", cfgPath, "--kubeconfig", c.Kubeconfig}, append([]string{"POD_NAME=agent-" + cfg.Region}, env...))
+		[]string{"--config", cfgPath, kubeconfigFlag, c.Kubeconfig}, append([]string{"POD_NAME=agent-" + cfg.Region}, env...))
 }
 
 // startOperator starts bin/tenant-operator in a region, as a regional team would run it.
 func startOperator(bin, dir string, c *testenv.Cluster, region string, env []string) (*agentProcess, error) {
 	return startProcess(region, bin, filepath.Join(dir, "tenant-operator.log"),
-		[]string{"--kubeconfig", c.Kubeconfig, "--region", region}, env)
+		[]string{kubeconfigFlag, c.Kubeconfig, "--region", region}, env)
 }
 
 func startProcess(region, bin, logPath string, args, env []string) (*agentProcess, error) {
@@ -96,3 +96,6 @@ func (p *agentProcess) stop() { p.proc.Stop(syscall.SIGTERM, 20*time.Second) }
 
 // exited reports whether the process has ended.
 func (p *agentProcess) exited() bool { return !p.proc.Alive() }
+
+// kubeconfigFlag is the flag by which the demo's processes get their cluster's kubeconfig.
+const kubeconfigFlag = "--kubeconfig"

@@ -71,7 +71,7 @@ func (d *demoRun) startHub() error {
 		return err
 	}
 	p, err := startProcess("hub", d.opts.HubBinary, filepath.Join(dir, "hub.log"),
-		[]string{"--config", path, "--kubeconfig", d.mgmt.Kubeconfig}, []string{"POD_NAME=hub-0"})
+		[]string{"--config", path, kubeconfigFlag, d.mgmt.Kubeconfig}, []string{"POD_NAME=hub-0"})
 	if err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}
@@ -85,7 +85,8 @@ func (d *demoRun) startHub() error {
 // status once every region's copy is current.
 func (d *demoRun) distribute() error {
 	ctx, c := d.ctx, d.mgmt.Client
-	objs := []client.Object{
+	objs := make([]client.Object, 0, 4+len(Regions))
+	objs = append(objs,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FleetNamespace}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: FleetNamespace, Name: placerSA}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: FleetNamespace, Name: placerSA}, Rules: []rbacv1.PolicyRule{{
@@ -95,7 +96,7 @@ func (d *demoRun) distribute() error {
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: FleetNamespace, Name: placerSA},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: placerSA},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: FleetNamespace, Name: placerSA}}},
-	}
+	)
 	for _, region := range Regions { // where each region's tenant token is uploaded
 		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: FleetNamespace, Name: tenantoperator.TokenSecretName + "-" + region}})
 	}
@@ -134,7 +135,7 @@ func (d *demoRun) distribute() error {
 		return dist.Status.Counts.Current == int32(len(Regions)) && meta.IsStatusConditionTrue(dist.Status.Conditions, regionsyncv1alpha1.DistributionApplied), nil
 	})
 	if err != nil {
-		return fmt.Errorf("Distribution %s/%s not current in every region within 90 s: status %+v", FleetNamespace, DistributionName, dist.Status)
+		return fmt.Errorf("the Distribution %s/%s is not current in every region within 90 s: status %+v", FleetNamespace, DistributionName, dist.Status)
 	}
 	d.say("  kubectl get distributions -n %s", FleetNamespace)
 	d.say("  NAME         REGIONS   CURRENT   READY")
