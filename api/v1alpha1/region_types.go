@@ -144,6 +144,12 @@ type RegionStatus struct {
 	// AgentVersion is the leading agent's version.
 	// +optional
 	AgentVersion string `json:"agentVersion,omitempty"`
+	// KubernetesVersion is the regional API server's version (its /version gitVersion, e.g.
+	// v1.36.3). A server built from source without release metadata reports v0.0.0-master; the
+	// agent then reports the binary's major.minor (e.g. v1.36) when the server states it, else
+	// the gitVersion as it is.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// Shard describes the claimed shard.
 	// +optional
 	Shard string `json:"shard,omitempty"`
