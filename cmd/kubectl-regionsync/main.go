@@ -8,6 +8,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -19,6 +20,9 @@ var Version = "dev"
 func main() {
 	cmd := newRootCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, nil)
 	if err := cmd.Execute(); err != nil {
+		if errors.Is(err, errProblemsFound) {
+			os.Exit(exitProblems)
+		}
 		os.Exit(1)
 	}
 }

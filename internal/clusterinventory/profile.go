@@ -40,7 +40,8 @@ const (
 // after the region, owned by regionsync, its ControlPlaneHealthy condition following the
 // Region's liveness (Unknown while the agent has not reported or the hub found its heartbeat
 // missed, True while it reports), the Region's Ready condition mirrored, and the cluster ID,
-// region, agent version, shard and description as properties observed at the heartbeat. It is
+// region, agent version, shard and description as properties observed at the heartbeat, and
+// the regional Kubernetes version the agent reports. It is
 // pure: the caller writes it (spec on create, status through the status subresource).
 func ForRegion(r *regionsyncv1alpha1.Region, namespace string) *ClusterProfile {
 	p := &ClusterProfile{
@@ -82,6 +83,7 @@ func ForRegion(r *regionsyncv1alpha1.Region, namespace string) *ClusterProfile {
 			p.Status.Properties = append(p.Status.Properties, Property{Name: name, Value: value, LastObservedTime: observed})
 		}
 	}
+	p.Status.Version.Kubernetes = r.Status.KubernetesVersion
 	property(PropertyClusterID, r.Status.ClusterID)
 	property(PropertyRegion, r.Name)
 	property(PropertyAgentVersion, r.Status.AgentVersion)
