@@ -334,8 +334,9 @@ func unstructuredConditions(obj map[string]any) map[string]metav1.Condition {
 		t, _ := m["type"].(string)
 		st, _ := m["status"].(string)
 		reason, _ := m["reason"].(string)
+		msg, _ := m["message"].(string)
 		if t != "" {
-			out[t] = metav1.Condition{Type: t, Status: metav1.ConditionStatus(st), Reason: reason}
+			out[t] = metav1.Condition{Type: t, Status: metav1.ConditionStatus(st), Reason: reason, Message: msg}
 		}
 	}
 	return out
