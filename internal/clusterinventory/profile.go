@@ -53,7 +53,8 @@ func ForRegion(r *regionsyncv1alpha1.Region, namespace string) *ClusterProfile {
 		},
 		Spec: ClusterProfileSpec{DisplayName: r.Name, ClusterManager: ClusterManager{Name: ClusterManagerName}},
 	}
-	observed := metav1.Time{}
+	// Conditions need a transition time: before the first heartbeat, the Region's creation.
+	observed := r.CreationTimestamp
 	if r.Status.HeartbeatTime != nil {
 		observed = *r.Status.HeartbeatTime
 	}

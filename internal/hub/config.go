@@ -63,6 +63,8 @@ type Config struct {
 	DefaultServiceAccountName string `json:"defaultServiceAccountName,omitempty"`
 	// Telemetry configures metrics, health probes and tracing.
 	Telemetry TelemetryConfig `json:"telemetry,omitempty"`
+	// ClusterProfiles publishes one ClusterProfile per Region (off unless it names a namespace).
+	ClusterProfiles ClusterProfilesConfig `json:"clusterProfiles,omitempty"`
 }
 
 // LivenessConfig times the region liveness judgement.
@@ -175,6 +177,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, field.Invalid(field.NewPath("defaultServiceAccountName"), n, msg))
 		}
 	}
+	errs = append(errs, c.ClusterProfiles.Validate(field.NewPath("clusterProfiles"))...)
 	if c.Concurrency < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("concurrency"), c.Concurrency, "must be at least 1"))
 	}
