@@ -165,7 +165,9 @@ func TestHubClusterProfiles(t *testing.T) {
 
 	// A heartbeat alone does not rewrite it.
 	rv := p.ResourceVersion
-	report(func(r *regionsyncv1alpha1.Region) { r.Status.HeartbeatTime = ptr.To(metav1.NewTime(time.Now().Add(time.Second))) })
+	report(func(r *regionsyncv1alpha1.Region) {
+		r.Status.HeartbeatTime = ptr.To(metav1.NewTime(time.Now().Add(time.Second)))
+	})
 	testenv.Consistently(t, "a heartbeat alone does not rewrite the ClusterProfile", 2*time.Second, func() error {
 		p, err := profile("r-live")
 		if err == nil && p.ResourceVersion != rv {
