@@ -387,6 +387,13 @@ func TestPlugin(t *testing.T) {
 		if byName["use"].Resources[0].Resource != "Tenant.demo.regionsync.dev" || byName["use"].LeaseHolder == "" || byName["use"].ShardState != claim.StateSyncing {
 			t.Errorf("region use: %+v", byName["use"])
 		}
+		// The agents report the regional API server's version; a source-built one (v0.0.0-master)
+		// as its major.minor.
+		for _, name := range []string{"use", "euw"} {
+			if v := byName[name].KubernetesVersion; !strings.HasPrefix(v, "v1.") {
+				t.Errorf("region %s reports Kubernetes version %q, want the regional API server's v1.x", name, v)
+			}
+		}
 		table := p.mustRun("status")
 		t.Logf("kubectl regionsync status\n%s", table)
 		for _, want := range []string{"REGION", "euw", "v0.3.0 SKEW", "False (NotReady)", "v0.5.0", "Tenant.demo.regionsync.dev", "SKEW: 1 region(s)"} {
@@ -640,7 +647,7 @@ func TestPlugin(t *testing.T) {
 		}
 		// No hub runs here: the test writes the status a hub would.
 		for name, cond := range map[string]metav1.Condition{
-			"rolling": {Type: regionsyncv1alpha1.DistributionAvailable, Status: metav1.ConditionFalse, Reason: regionsyncv1alpha1.ReasonProgressing},
+			"rolling": {Type: regionsyncv1alpha1.DistributionAvailable, Status: metav1.ConditionFalse, Reason: regionsyncv1alpha1.ReasonProgressing, Message: "use is not current"},
 			"broken":  {Type: regionsyncv1alpha1.DistributionDegraded, Status: metav1.ConditionTrue, Reason: regionsyncv1alpha1.ReasonUnplaceable},
 			"fine":    {Type: regionsyncv1alpha1.DistributionAvailable, Status: metav1.ConditionTrue, Reason: regionsyncv1alpha1.ReasonAvailable},
 		} {
@@ -656,6 +663,9 @@ func TestPlugin(t *testing.T) {
 			}
 			cond.LastTransitionTime = metav1.Now()
 			d.Status.Conditions = []metav1.Condition{cond}
+			if name == "rolling" {
+				d.Status.Regions = []regionsyncv1alpha1.DistributionRegionStatus{{Region: "use", State: regionsyncv1alpha1.PlacementApplied, Generation: 2}}
+			}
 			if err := mc.Status().Update(bg, d); err != nil {
 				t.Fatal(err)
 			}
@@ -663,6 +673,21 @@ func TestPlugin(t *testing.T) {
 		out := p.mustRun("status")
 		if want := "Distributions: 3, 1 progressing, 0 halted, 1 degraded, 0 with removals held (need attention: acme/broken)"; !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, tail(out))
+		}
+		var report statusReport
+		if err := json.Unmarshal([]byte(p.mustRun("status", "-o", "json")), &report); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range report.Regions {
+			switch {
+			case r.Name == "use" && (r.Distributions == nil || *r.Distributions != regionDistributions{Progressing: 1}):
+				t.Errorf("region use's Distributions %+v, want 1 progressing", r.Distributions)
+			case r.Name != "use" && r.Distributions != nil:
+				t.Errorf("region %s's Distributions %+v, want none", r.Name, r.Distributions)
+			}
+		}
+		if !strings.Contains(out, "DISTRIBUTIONS") || !strings.Contains(out, "1 progressing") {
+			t.Errorf("status lacks the DISTRIBUTIONS column:\n%s", testenv.Tail(out, 3000))
 		}
 	})
 }
