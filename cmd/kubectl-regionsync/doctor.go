@@ -426,7 +426,7 @@ func (d *doctor) distributions(ctx context.Context, mc *clients) error {
 // it ("region: State/Reason (message)").
 func troubledRegions(dist *unstructured.Unstructured) []string {
 	regions, _, _ := unstructured.NestedSlice(dist.Object, "status", "regions")
-	var out []string
+	out := make([]string, 0, len(regions))
 	for _, r := range regions {
 		m, _ := r.(map[string]any)
 		state, _ := m["state"].(string)

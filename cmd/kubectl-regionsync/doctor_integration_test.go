@@ -39,7 +39,7 @@ type doctorFleet struct {
 
 // region registers a Region with spec.shard (names *-<name>, labelled for it) and a status;
 // leaseAge < 0 means no Lease.
-func (f *doctorFleet) region(name, suffix string, leaseAge time.Duration, mutate func(*regionsyncv1alpha1.Region)) {
+func (f *doctorFleet) region(name, suffix string, leaseAge time.Duration) {
 	f.t.Helper()
 	bg := context.Background()
 	reg := &regionsyncv1alpha1.RegionShard{
@@ -56,9 +56,6 @@ func (f *doctorFleet) region(name, suffix string, leaseAge time.Duration, mutate
 		Leader: name + "-agent-0", AgentVersion: "v0.5.0", KubernetesVersion: "v1.36.3", HeartbeatTime: ptr.To(metav1.Now()),
 		CredentialExpiryTime: ptr.To(metav1.NewTime(time.Now().Add(30 * 24 * time.Hour))),
 		Resources:            []regionsyncv1alpha1.ResourceCounts{{Resource: tenantKind, Synced: 1}},
-	}
-	if mutate != nil {
-		mutate(r)
 	}
 	if err := f.mc.Status().Update(bg, r); err != nil {
 		f.t.Fatal(err)
@@ -180,7 +177,7 @@ func TestDoctor(t *testing.T) {
 
 	// A healthy fleet: one live region, its claimed object, the hub at the agents' version, an
 	// available Distribution.
-	f.region("use", "-use", 0, nil)
+	f.region("use", "-use", 0)
 	f.tenant("web-use", "use", true)
 	create(t, mc, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: config.DefaultManagementNamespace, Name: hubDeployment},
@@ -209,6 +206,12 @@ func TestDoctor(t *testing.T) {
 		if err != nil || !strings.Contains(out, "No problems found in 1 Region(s), 1 shard Lease(s), 1 object(s) of 1 kind(s), 1 Distribution(s)") {
 			t.Errorf("doctor: %v\n%s", err, out)
 		}
+		// --kind adds kinds; one management does not serve is said, not a finding.
+		r, problems = doctorRun(t, p, "--kind", "ConfigMap", "--kind", "Widget.example.com")
+		if problems || !slices.Contains(r.Checked.Kinds, "ConfigMap") || r.Checked.Objects < 2 ||
+			len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0], "kind Widget.example.com: not served by management") {
+			t.Errorf("doctor --kind: findings %+v, checked %+v, skipped %v", r.Findings, r.Checked, r.Skipped)
+		}
 	})
 
 	// Each case adds one problem; the finding must appear, with the object and a fix.
@@ -218,10 +221,10 @@ func TestDoctor(t *testing.T) {
 		want                []string // in problem or fix
 	}{
 		{"a stale heartbeat", FindingStaleHeartbeat, "Lease regionsync-system/region-old",
-			func() { f.region("old", "-old", 10*time.Minute, nil) },
+			func() { f.region("old", "-old", 10*time.Minute) },
 			[]string{"last renewed 10m ago; its lease is 1m0s", "kubectl regionsync decommission old"}},
 		{"a Region no agent has claimed", FindingStaleHeartbeat, "Region fresh",
-			func() { f.region("fresh", "-fresh", -1, nil) },
+			func() { f.region("fresh", "-fresh", -1) },
 			[]string{"no shard Lease regionsync-system/region-fresh", "get pods,events"}},
 		{"a finalizer of a region that no longer exists", FindingOrphanedFinalizer, tenantKind + " acme/web-gone",
 			func() { f.tenant("web-gone", "", true) },
@@ -230,7 +233,7 @@ func TestDoctor(t *testing.T) {
 			func() { f.tenant("stray-apac", "apac", false) },
 			[]string{"labelled regionsync.dev/region=apac, but region apac has neither a Region nor a shard Lease", "scripts/new-region.sh apac"}},
 		{"overlapping shards", FindingShardOverlap, "Regions use and use2",
-			func() { f.region("use2", "-use", -1, nil) },
+			func() { f.region("use2", "-use", -1) },
 			[]string{"both shards can hold " + tenantKind + " objects named *-use and *-use", "decommission use2"}},
 		{"a credential expiring within 7 days", FindingCredentialExpiring, "Region use",
 			func() {

@@ -162,7 +162,7 @@ func (o *options) decommission(ctx context.Context, region string, fl decommissi
 		return fmt.Errorf("reading Region %s: %w", region, err)
 	}
 	if r.Spec.Shard == nil {
-		return fmt.Errorf("Region %s has no spec.shard: its shard is not registered, so decommission cannot know it; run agent decommission with the region's configuration file", region)
+		return fmt.Errorf("no spec.shard on Region %s: its shard is not registered, so decommission cannot know it; run agent decommission with the region's configuration file", region)
 	}
 	opts, err := o.decommissionOptions(r, mgmtConfig)
 	if err != nil {

@@ -143,7 +143,7 @@ func TestReleaseArgs(t *testing.T) {
 func TestDistributionsPerRegion(t *testing.T) {
 	dist := func(halted bool, regions ...map[string]any) unstructured.Unstructured {
 		u := unstructured.Unstructured{Object: map[string]any{"status": map[string]any{}}}
-		var list []any
+		list := make([]any, 0, len(regions))
 		for _, r := range regions {
 			list = append(list, r)
 		}
