@@ -70,7 +70,11 @@ func (o *options) retry(ctx context.Context, name string, force bool) error {
 		return fmt.Errorf("reading %s: %w", ref, err)
 	}
 	if halted := unstructuredConditions(d.Object)[conditionHalted]; halted.Status != metav1.ConditionTrue && !force {
-		return fmt.Errorf("%s has not halted (Halted=%s): there is no halted rollout to retry (--force writes the annotation anyway)", ref, orDash(string(halted.Status)))
+		state := "no Halted condition"
+		if halted.Status != "" {
+			state = "Halted=" + string(halted.Status)
+		}
+		return fmt.Errorf("%s has not halted (%s): there is no halted rollout to retry (--force writes the annotation anyway)", ref, state)
 	}
 	key := retryRolloutKey(o.annotationDomain)
 	value := o.now().UTC().Format(time.RFC3339)
@@ -182,10 +186,11 @@ func (o *options) decommission(ctx context.Context, region string, fl decommissi
 		DryRun: fl.dryRun, DeleteCopies: fl.deleteCopies, Force: fl.force, OutOfShardOnly: fl.outOfShardOnly, Timeout: fl.timeout,
 		Logger: logr.Discard(),
 	})
-	printDecommission(o.streams.Out, region, o.managementNamespace, report)
 	if errors.Is(err, regionsync.ErrShardHeld) {
-		return fmt.Errorf("%w: stop region %s's agents first (kubectl --context <%s> -n regionsync-system scale deployment/regionsync-agent --replicas=0), or pass --force when you know they are gone", err, region, region)
+		// Refused before anything was looked at: no report to print.
+		return fmt.Errorf("%w (kubectl --context <%s> -n regionsync-system scale deployment/regionsync-agent --replicas=0; --force only when you know they are gone)", err, region)
 	}
+	printDecommission(o.streams.Out, region, o.managementNamespace, report)
 	return err
 }
 
