@@ -128,14 +128,19 @@ func (r *ClusterProfileReconciler) Reconcile(ctx context.Context, req reconcile.
 	}
 	desired := clusterinventory.ForRegion(region, r.Namespace)
 	if current == nil {
-		// Not cached: none of ours. One of another cluster manager's may hold the name.
+		// Not cached: none labelled as ours. One of another cluster manager's may hold the name,
+		// or one of ours that lost its label (restored below).
 		other := &clusterinventory.ClusterProfile{}
 		switch err := r.APIReader.Get(ctx, key, other); {
+		case err == nil && other.Spec.ClusterManager.Name == clusterinventory.ClusterManagerName:
+			current = other
 		case err == nil:
 			return reconcile.Result{}, nil
 		case !apierrors.IsNotFound(err):
 			return reconcile.Result{}, err
 		}
+	}
+	if current == nil {
 		created := desired.DeepCopy()
 		created.Status = clusterinventory.ClusterProfileStatus{}
 		if err := r.Client.Create(ctx, created); err != nil {

@@ -176,6 +176,23 @@ func TestHubClusterProfiles(t *testing.T) {
 		return err
 	})
 
+	// Someone removes its cluster-manager label: the hub puts it back.
+	p, err = profile("r-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(p.Labels, clusterinventory.LabelClusterManagerKey)
+	if err := c.Update(bg, p); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the cluster-manager label restored", 20*time.Second, func() error {
+		p, err := profile("r-live")
+		if err == nil && p.Labels[clusterinventory.LabelClusterManagerKey] != clusterinventory.ClusterManagerName {
+			err = fmt.Errorf("labels %v", p.Labels)
+		}
+		return err
+	})
+
 	// The Lease is no longer renewed: the hub marks the Region HeartbeatMissed, the
 	// ClusterProfile follows.
 	healthy("r-live", metav1.ConditionUnknown, regionsyncv1alpha1.ReasonHeartbeatMissed)
