@@ -639,6 +639,32 @@ func TestPlugin(t *testing.T) {
 		if len(report.Regions) != 1003 {
 			t.Errorf("status lists %d regions, want 1003", len(report.Regions))
 		}
+		// doctor on the same fleet: what the real agents and objects above give, at 1,003 regions.
+		before, start := p.requests.Load(), time.Now()
+		out, err := p.run("doctor", "-o", "json")
+		took, requests := time.Since(start), p.requests.Load()-before
+		if !errors.Is(err, errProblemsFound) {
+			t.Fatalf("doctor: %v", err)
+		}
+		var d doctorReport
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("doctor at 1,003 regions: %d requests, %s, %d findings, checked %+v", requests, took.Round(time.Millisecond), len(d.Findings), d.Checked)
+		for _, want := range []struct{ class, object string }{
+			{FindingVersionSkew, "Region euw"},
+			{FindingStaleHeartbeat, "Region use3"},
+			{FindingUnknownRegion, "Tenant.demo.regionsync.dev acme/stray-apac"},
+		} {
+			if findingOf(&d, want.class, want.object) == nil {
+				t.Errorf("doctor lacks %s about %s: %+v", want.class, want.object, d.Findings)
+			}
+		}
+		for _, f := range d.Findings {
+			if f.Class == FindingShardOverlap || f.Class == FindingOrphanedFinalizer {
+				t.Errorf("doctor reports %s about %s: %s", f.Class, f.Object, f.Problem)
+			}
+		}
 	})
 
 	t.Run("status: Distributions where the kind is served", func(t *testing.T) {
