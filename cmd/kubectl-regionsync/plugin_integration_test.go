@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
@@ -410,6 +413,39 @@ func TestPlugin(t *testing.T) {
 		if out, err := p.run("status", "-o", "xml"); err == nil || !strings.Contains(err.Error(), `unknown output format "xml"`) {
 			t.Errorf("status -o xml: %v\n%s", err, out)
 		}
+	})
+
+	t.Run("the Region reports the regional ClusterProperty objects (About API)", func(t *testing.T) {
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: "clusterproperties.about.k8s.io",
+				// The API server refuses a CRD of a *.k8s.io group without an approval annotation.
+				Annotations: map[string]string{"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/tree/master/keps/sig-multicluster/2149-clusterid"}},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "about.k8s.io", Scope: apiextensionsv1.ClusterScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "clusterproperties", Singular: "clusterproperty", Kind: "ClusterProperty", ListKind: "ClusterPropertyList"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1alpha1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"value": {Type: "string"}}},
+					}}}}},
+			},
+		}
+		if _, err := envtest.InstallCRDs(regional.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}}); err != nil {
+			t.Fatal(err)
+		}
+		prop := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+			"metadata": map[string]any{"name": "cluster.clusterset.k8s.io"}, "spec": map[string]any{"value": "regional-cluster-1"}}}
+		create(t, rc, prop)
+		testenv.Eventually(t, "Region use reports the regional ClusterProperty", 60*time.Second, func() error {
+			r := &regionsyncv1alpha1.Region{}
+			if err := mc.Get(bg, client.ObjectKey{Name: "use"}, r); err != nil {
+				return err
+			}
+			want := []regionsyncv1alpha1.ClusterProperty{{Name: "cluster.clusterset.k8s.io", Value: "regional-cluster-1"}}
+			if !slices.Equal(r.Status.ClusterProperties, want) {
+				return fmt.Errorf("clusterProperties %+v", r.Status.ClusterProperties)
+			}
+			return nil
+		})
 	})
 
 	t.Run("pause and resume on management", func(t *testing.T) {

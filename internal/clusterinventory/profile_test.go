@@ -78,6 +78,17 @@ func TestForRegionIdentityAndProperties(t *testing.T) {
 	if p.Status.Version.Kubernetes != "v1.36.3" {
 		t.Errorf("version.kubernetes %q, want the Region's v1.36.3", p.Status.Version.Kubernetes)
 	}
+	// The region's ClusterProperty objects come first and win over regionsync's of the same name.
+	r.Status.ClusterProperties = []regionsyncv1alpha1.ClusterProperty{{Name: PropertyClusterID, Value: "clusterset-id-east"}, {Name: "location.example.com", Value: "us-east"}}
+	p = ForRegion(r, "fleet")
+	if len(p.Status.Properties) != 6 || p.Status.Properties[0].Value != "clusterset-id-east" || p.Status.Properties[1].Name != "location.example.com" {
+		t.Errorf("properties with the region's ClusterProperties: %+v", p.Status.Properties)
+	}
+	for _, prop := range p.Status.Properties[1:] {
+		if prop.Name == PropertyClusterID {
+			t.Errorf("%s twice: %+v", PropertyClusterID, p.Status.Properties)
+		}
+	}
 	// Unknown values are left out, not written empty (the API requires a value).
 	if n := len(ForRegion(region(nil), "fleet").Status.Properties); n != 2 {
 		t.Errorf("%d properties for a Region without status, want 2 (region, description)", n)

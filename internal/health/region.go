@@ -82,6 +82,9 @@ type Sources struct {
 	// CredentialExpiry is when the management credential in use expires (zero when unknown);
 	// nil reports none.
 	CredentialExpiry func() time.Time
+	// ClusterProperties are the regional cluster's ClusterProperty objects (PropertyReader);
+	// nil reports none.
+	ClusterProperties func() []regionsyncv1alpha1.ClusterProperty
 }
 
 // Reporter keeps the status of the Region named after the agent's region current. It writes only
@@ -325,6 +328,9 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	}
 	if !last.IsZero() {
 		st.LastSyncTime = &metav1.Time{Time: last.Truncate(time.Second)}
+	}
+	if r.Sources.ClusterProperties != nil {
+		st.ClusterProperties = r.Sources.ClusterProperties()
 	}
 	if r.Sources.CredentialExpiry != nil {
 		if e := r.Sources.CredentialExpiry(); !e.IsZero() {

@@ -216,6 +216,9 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 			Stats:            func() []health.KindStats { return kindStats(l.engine.Stats()) },
 			FirstPassDone:    func() bool { return l.engine.FirstPassDone(ctx) },
 			CredentialExpiry: l.credential.Expiry,
+			ClusterProperties: (&health.PropertyReader{
+				Reader: l.mgr.GetAPIReader(), Every: l.cfg.HeartbeatInterval, Log: l.log.WithName("region"),
+			}).Get,
 		},
 		Refresh: l.cfg.HeartbeatInterval,
 		Log:     l.log.WithName("region"),
