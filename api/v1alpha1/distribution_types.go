@@ -57,6 +57,12 @@ const (
 	ReasonUnhealthy = "Unhealthy"
 	// ReasonAsExpected: nothing is degraded.
 	ReasonAsExpected = "AsExpected"
+	// ReasonInvalidHealthRule: spec.health does not compile (the message names the field);
+	// every copy's health is Unknown.
+	ReasonInvalidHealthRule = "InvalidHealthRule"
+	// ReasonHealthRuleError: spec.health failed on some copies (the message names the field
+	// and the regions); their health is Unknown.
+	ReasonHealthRuleError = "HealthRuleError"
 	// ReasonHeld and ReasonNotHeld: the shrink guard's state.
 	ReasonHeld    = "Held"
 	ReasonNotHeld = "NotHeld"
@@ -136,6 +142,30 @@ type DistributionSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// Health judges each region's copy by CEL rules instead of kstatus (the default). Either
+	// way a copy whose status reports an observedGeneration other than its own generation is
+	// InProgress.
+	// +optional
+	Health *HealthRule `json:"health,omitempty"`
+}
+
+// HealthRule judges the health of a region's copy with CEL expressions (the Kubernetes CEL
+// library, as in ValidatingAdmissionPolicy) over the variable `object`: the per-region object as
+// management holds it, with the status its region uploaded and, as metadata.generation, the
+// copy's own generation. Failed is evaluated first, then Current; when neither is true the copy
+// is InProgress. An expression that does not compile, or fails on a copy, is reported in the
+// Degraded condition naming its field; that copy's health is then Unknown.
+type HealthRule struct {
+	// Current is true when the copy is healthy, e.g.
+	// `object.?status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True')`.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Current string `json:"current"`
+	// Failed is true when the copy has failed (Degraded, and a failure for rollouts), e.g.
+	// `object.?status.?phase.orValue('') == 'Failed'`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Failed string `json:"failed,omitempty"`
 }
 
 // Placement selects Regions by name and/or by their labels.
