@@ -17,6 +17,8 @@ import (
 // (docs/design.md#hub-and-distribution).
 type HealthRule struct {
 	current, failed cel.Program
+	// invalid is why the rule does not compile: it judges every copy Unknown.
+	invalid error
 }
 
 // healthEnv is the CEL environment of health rules: Kubernetes' CEL library (the one
@@ -76,6 +78,9 @@ func CompileHealthRule(spec *regionsyncv1alpha1.HealthRule) (*HealthRule, error)
 // Judge evaluates the rule on a copy (failed first, then current): Failed, Current or
 // InProgress; an error names the field that failed to evaluate.
 func (r *HealthRule) Judge(object map[string]any) (kstatus.Status, error) {
+	if r.invalid != nil {
+		return kstatus.UnknownStatus, r.invalid
+	}
 	eval := func(field string, p cel.Program) (bool, error) {
 		if p == nil {
 			return false, nil
@@ -122,7 +127,8 @@ type compiledHealth struct {
 	err  error
 }
 
-// get returns spec's compiled rule, compiling it the first time it is seen.
+// get returns spec's compiled rule, compiling it the first time it is seen. A rule that does not
+// compile is returned with the error, judging every copy Unknown (never kstatus in its place).
 func (h *healthRules) get(spec *regionsyncv1alpha1.HealthRule) (*HealthRule, error) {
 	if spec == nil {
 		return nil, nil
@@ -134,6 +140,9 @@ func (h *healthRules) get(spec *regionsyncv1alpha1.HealthRule) (*HealthRule, err
 		return c.rule, c.err
 	}
 	c.rule, c.err = CompileHealthRule(spec)
+	if c.err != nil {
+		c.rule = &HealthRule{invalid: c.err}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil || len(h.m) >= maxHealthRules {

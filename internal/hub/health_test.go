@@ -227,3 +227,26 @@ func TestStatusHealthRule(t *testing.T) {
 		})
 	}
 }
+
+// TestHealthRulesCache: a rule is compiled once per distinct spec; one that does not compile
+// judges every copy Unknown with its error, never falling back to kstatus.
+func TestHealthRulesCache(t *testing.T) {
+	var h healthRules
+	good := &regionsyncv1alpha1.HealthRule{Current: "true"}
+	r1, err1 := h.get(good)
+	r2, err2 := h.get(&regionsyncv1alpha1.HealthRule{Current: "true"})
+	if err1 != nil || err2 != nil || r1 != r2 {
+		t.Fatalf("the same rule twice: %p %v, %p %v; want one compiled rule", r1, err1, r2, err2)
+	}
+	if r, err := h.get(nil); r != nil || err != nil {
+		t.Fatalf("no rule: %v %v", r, err)
+	}
+	bad, err := h.get(&regionsyncv1alpha1.HealthRule{Current: "object.status.("})
+	if err == nil || bad == nil {
+		t.Fatalf("a rule that does not compile: %v, %v", bad, err)
+	}
+	status, jerr := bad.Judge(map[string]any{"status": map[string]any{}})
+	if status != "Unknown" || jerr == nil || !strings.Contains(jerr.Error(), "spec.health.current does not compile") {
+		t.Errorf("Judge of a rule that does not compile: %s, %v", status, jerr)
+	}
+}
