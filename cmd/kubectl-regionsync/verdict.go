@@ -586,6 +586,11 @@ func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Regi
 		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: management generation %d, copied %s, the copy's generation %d, recorded %s", gen, copied, cp.GetGeneration(), obj.GetAnnotations()[k.LocalGeneration]))
 	case copied != fmt.Sprint(gen):
 		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: management generation %d, last copied %s", gen, copied))
+	case gen == 0 && obj.GetAnnotations()[k.AppliedHash] != k.AppliedContentHash(obj):
+		// A kind without metadata.generation: the hash of the content copied tells.
+		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: the content changed since the agent last copied it (%s is not the hash of the object now; an agent that records none cannot tell)", k.AppliedHash))
+	case gen == 0:
+		e.add(topicCurrent, true, fmt.Sprintf("current: the content copied down is the object's now (%s)", k.AppliedHash))
 	default:
 		e.add(topicCurrent, true, fmt.Sprintf("current: generation %d copied down (copy generation %s)", gen, obj.GetAnnotations()[k.LocalGeneration]))
 	}
