@@ -229,7 +229,7 @@ type DistributionCounts struct {
 	// Current regions: the copy in the region is of the per-region object's current generation.
 	// +optional
 	Current int32 `json:"current,omitempty"`
-	// Ready regions: current, and the copy's health (kstatus) is Current.
+	// Ready regions: current, and the copy's health (kstatus, or spec.health) is Current.
 	// +optional
 	Ready int32 `json:"ready,omitempty"`
 	// Unplaceable regions (see status.regions).
@@ -252,7 +252,8 @@ type DistributionRegionStatus struct {
 	Name string `json:"name,omitempty"`
 	// State of the region.
 	State PlacementState `json:"state"`
-	// Reason is a CamelCase reason (why Unplaceable or Failed).
+	// Reason is a CamelCase reason (why Unplaceable or Failed; HealthRuleError when spec.health
+	// could not judge the copy).
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// Message says it for people, naming the field at fault.
@@ -262,11 +263,13 @@ type DistributionRegionStatus struct {
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
 	// Current: the region's agent copied this generation down and its copy's status is of the
-	// copy's current generation (the generation annotations).
+	// copy's current generation (the generation annotations); for a kind without
+	// metadata.generation, the content the agent copied is the object's now (its applied-content
+	// hash).
 	// +optional
 	Current bool `json:"current,omitempty"`
-	// Health is the copy's kstatus (Current, InProgress, Failed, Terminating, Unknown), judged
-	// on the uploaded status against the copy's own generation.
+	// Health is the copy's kstatus (Current, InProgress, Failed, Terminating, Unknown), or
+	// spec.health's verdict, judged on the uploaded status against the copy's own generation.
 	// +optional
 	Health string `json:"health,omitempty"`
 	// LastTransitionTime is when State, Current or Health last changed.
