@@ -250,3 +250,32 @@ func TestHealthRulesCache(t *testing.T) {
 		t.Errorf("Judge of a rule that does not compile: %s, %v", status, jerr)
 	}
 }
+
+// FuzzHealthRule: whatever the expressions, compiling never panics; a rule that compiles judges a
+// copy as Current, InProgress or Failed, or Unknown with an error naming its field.
+func FuzzHealthRule(f *testing.F) {
+	f.Add("object.status.phase == 'Ready'", "")
+	f.Add("object.?status.?conditions.orValue([]).exists(c, c.type == 'Ready')", "object.status.phase == 'Failed'")
+	f.Add("object.status.(", "1")
+	f.Add("size(object.metadata.name) > 3", "object.status.replicas / 0 == 1")
+	f.Add("object.spec.items.all(i, i > 0)", "'x'.matches('[')")
+	object := map[string]any{"metadata": map[string]any{"name": "acme", "generation": int64(2)},
+		"spec":   map[string]any{"items": []any{int64(1), int64(2)}},
+		"status": map[string]any{"phase": "Ready", "replicas": int64(3), "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}}
+	f.Fuzz(func(t *testing.T, current, failed string) {
+		r, err := CompileHealthRule(&regionsyncv1alpha1.HealthRule{Current: current, Failed: failed})
+		if err != nil {
+			if !strings.Contains(err.Error(), "spec.health.") {
+				t.Fatalf("error names no field: %v", err)
+			}
+			return
+		}
+		status, err := r.Judge(object)
+		switch {
+		case err != nil && (status != "Unknown" || !strings.Contains(err.Error(), "spec.health.")):
+			t.Fatalf("Judge: %s, %v", status, err)
+		case err == nil && status != "Current" && status != "InProgress" && status != "Failed":
+			t.Fatalf("Judge: %s", status)
+		}
+	})
+}
