@@ -575,6 +575,21 @@ func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Regi
 	} else if !deleting {
 		e.problem(VerdictNotClaimed, topicClaim, fmt.Sprintf("not claimed: no finalizer %s yet (the agent of region %s has not synced it)", k.Finalizer, e.Region))
 	}
+	e.currentFinding(k, obj, cp, deleting)
+	if cp != nil {
+		if d := drift(obj, cp); d != "" {
+			e.Drift = d
+			e.add(topicDrift, false, "the copy differs from management (see the diff); under Replace the agent reverts it unless paused or fighting, under Apply fields of regional controllers stay")
+		} else {
+			e.add(topicDrift, true, "the copy's content is management's")
+		}
+	}
+	e.set(VerdictSynced, fmt.Sprintf("synced to region %s and current", e.Region))
+}
+
+// currentFinding says whether the region's copy is current: the generation annotations, and for a
+// kind without metadata.generation the applied-content hash.
+func (e *explanation) currentFinding(k shard.Keys, obj, cp *unstructured.Unstructured, deleting bool) {
 	gen := obj.GetGeneration()
 	copied, copiedOK := obj.GetAnnotations()[k.RemoteGeneration]
 	switch {
@@ -594,15 +609,6 @@ func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Regi
 	default:
 		e.add(topicCurrent, true, fmt.Sprintf("current: generation %d copied down (copy generation %s)", gen, obj.GetAnnotations()[k.LocalGeneration]))
 	}
-	if cp != nil {
-		if d := drift(obj, cp); d != "" {
-			e.Drift = d
-			e.add(topicDrift, false, "the copy differs from management (see the diff); under Replace the agent reverts it unless paused or fighting, under Apply fields of regional controllers stay")
-		} else {
-			e.add(topicDrift, true, "the copy's content is management's")
-		}
-	}
-	e.set(VerdictSynced, fmt.Sprintf("synced to region %s and current", e.Region))
 }
 
 // copyText describes the copy: its key, generation and age, and the agent's marks on it.
