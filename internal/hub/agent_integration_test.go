@@ -86,7 +86,8 @@ func (a *liveAgent) stop() {
 //     once the agent copies it;
 //   - health: kstatus by default (the operator's Stalled condition for an unknown plan is
 //     Failed, Degraded=True), or the Distribution's CEL rule; a rule that does not compile is
-//     Degraded naming its field, while the object is placed as usual;
+//     Degraded naming its field, while the object is placed as usual; a rule that fails on the
+//     copy makes its health Unknown with the error (HealthRuleError) and Degraded lists it;
 //   - liveness: the Region goes Ready=Unknown (HeartbeatMissed) after its agent stops and Ready
 //     again once it runs again.
 func TestHubWithAgent(t *testing.T) {
@@ -97,11 +98,13 @@ func TestHubWithAgent(t *testing.T) {
 	c := mgmt.Client
 	// One Tenant per namespace (the demo operator's token Secret is per namespace): nsCEL holds
 	// the Distribution with a CEL rule, nsBad the one whose rule does not compile.
-	const nsCEL, nsBad = "tenant-cel", "tenant-bad"
+	// nsErr the one whose rule fails on the copy.
+	const nsCEL, nsBad, nsErr = "tenant-cel", "tenant-bad", "tenant-err"
 	create(t, c,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsCEL}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsBad}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsErr}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "regionsync-system"}},
 		region(name, nil, tenantShard("-live", name, tenantKind, "ConfigMap")),
 		// The hub reads every kind Distributions place (deploy/kustomize/hub/rbac.yaml: a rule per kind).
@@ -111,7 +114,7 @@ func TestHubWithAgent(t *testing.T) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "regionsync-hub-configmaps"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "regionsync-system", Name: "regionsync-hub"}}},
 	)
-	for _, n := range []string{ns, nsCEL, nsBad} {
+	for _, n := range []string{ns, nsCEL, nsBad, nsErr} {
 		tenantWriter(t, c, n, "placer", writeTenants, writeConfigMaps)
 	}
 	startHub(t, mgmt, hub.Options{LivenessGrace: time.Second, DefaultServiceAccountName: "placer"})
@@ -153,6 +156,7 @@ func TestHubWithAgent(t *testing.T) {
 		dist(nsCEL, "acme", fmt.Sprintf(tenantTmpl, "team"), celRule),
 		dist(ns, "settings", `{"apiVersion":"v1","kind":"ConfigMap","data":{"color":"blue"}}`, nil),
 		dist(nsBad, "acme", fmt.Sprintf(tenantTmpl, "team"), &regionsyncv1alpha1.HealthRule{Current: "object.status.("}),
+		dist(nsErr, "acme", fmt.Sprintf(tenantTmpl, "team"), &regionsyncv1alpha1.HealthRule{Current: "object.status.replicas > 0"}),
 	)
 
 	getDistIn := func(d string) *regionsyncv1alpha1.Distribution {
@@ -197,6 +201,17 @@ func TestHubWithAgent(t *testing.T) {
 		}
 		if !meta.IsStatusConditionTrue(st.Conditions, regionsyncv1alpha1.DistributionApplied) {
 			return fmt.Errorf("Applied is not True: %+v", st.Conditions)
+		}
+		return nil
+	})
+
+	regionEntry(nsErr+"/acme", "Unknown health naming the rule's error; Degraded listing the region", func(e *regionsyncv1alpha1.DistributionRegionStatus, st *regionsyncv1alpha1.DistributionStatus) error {
+		if !e.Current || e.Health != "Unknown" || e.Reason != regionsyncv1alpha1.ReasonHealthRuleError || e.Message != "spec.health.current: no such key: replicas" {
+			return fmt.Errorf("entry %+v, want current, Unknown, HealthRuleError naming spec.health.current", e)
+		}
+		deg := meta.FindStatusCondition(st.Conditions, regionsyncv1alpha1.DistributionDegraded)
+		if deg == nil || deg.Status != metav1.ConditionTrue || deg.Reason != regionsyncv1alpha1.ReasonHealthRuleError || !strings.Contains(deg.Message, "r-live: spec.health.current: no such key: replicas") {
+			return fmt.Errorf("Degraded %+v", deg)
 		}
 		return nil
 	})

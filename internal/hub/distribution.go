@@ -370,8 +370,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	same := r.applied[key] == hash
 	r.mu.Unlock()
 	if existing != nil && same && inSync(obj, existing) {
-		o := Observe(existing, r.Keys, rule)
-		e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+		Observe(existing, r.Keys, rule).into(&e)
 		return e
 	}
 	ctx, span := r.Tracer.Start(ctx, "apply", trace.WithAttributes(attribute.String("regionsync.object", key)))
@@ -394,8 +393,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	r.mu.Lock()
 	r.applied[key] = hash
 	r.mu.Unlock()
-	o := Observe(written, r.Keys, rule)
-	e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+	Observe(written, r.Keys, rule).into(&e)
 	return e
 }
 
