@@ -279,3 +279,22 @@ func FuzzHealthRule(f *testing.F) {
 		}
 	})
 }
+
+// TestHealthRuleCostLimit: an expensive rule stops at the per-evaluation cost limit, as an error
+// naming its field, instead of running on.
+func TestHealthRuleCostLimit(t *testing.T) {
+	rule, err := CompileHealthRule(&regionsyncv1alpha1.HealthRule{
+		Current: "object.spec.items.all(x, object.spec.items.all(y, object.spec.items.all(z, x + y + z >= 0)))",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]any, 300)
+	for i := range items {
+		items[i] = int64(i)
+	}
+	status, err := rule.Judge(map[string]any{"spec": map[string]any{"items": items}})
+	if status != "Unknown" || err == nil || !strings.Contains(err.Error(), "spec.health.current") || !strings.Contains(err.Error(), "cost limit") {
+		t.Fatalf("Judge of 27 million steps: %s, %v; want Unknown and the cost limit", status, err)
+	}
+}
