@@ -57,6 +57,12 @@ const (
 	ReasonUnhealthy = "Unhealthy"
 	// ReasonAsExpected: nothing is degraded.
 	ReasonAsExpected = "AsExpected"
+	// ReasonInvalidHealthRule: spec.health does not compile (the message names the field);
+	// every copy's health is Unknown.
+	ReasonInvalidHealthRule = "InvalidHealthRule"
+	// ReasonHealthRuleError: spec.health failed on some copies (the message names the field
+	// and the regions); their health is Unknown.
+	ReasonHealthRuleError = "HealthRuleError"
 	// ReasonHeld and ReasonNotHeld: the shrink guard's state.
 	ReasonHeld    = "Held"
 	ReasonNotHeld = "NotHeld"
@@ -136,6 +142,30 @@ type DistributionSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// Health judges each region's copy by CEL rules instead of kstatus (the default). Either
+	// way a copy whose status reports an observedGeneration other than its own generation is
+	// InProgress.
+	// +optional
+	Health *HealthRule `json:"health,omitempty"`
+}
+
+// HealthRule judges the health of a region's copy with CEL expressions (the Kubernetes CEL
+// library, as in ValidatingAdmissionPolicy) over the variable `object`: the per-region object as
+// management holds it, with the status its region uploaded and, as metadata.generation, the
+// copy's own generation. Failed is evaluated first, then Current; when neither is true the copy
+// is InProgress. An expression that does not compile, or fails on a copy, is reported in the
+// Degraded condition naming its field; that copy's health is then Unknown.
+type HealthRule struct {
+	// Current is true when the copy is healthy, e.g.
+	// `object.?status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True')`.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Current string `json:"current"`
+	// Failed is true when the copy has failed (Degraded, and a failure for rollouts), e.g.
+	// `object.?status.?phase.orValue('') == 'Failed'`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Failed string `json:"failed,omitempty"`
 }
 
 // Placement selects Regions by name and/or by their labels.
@@ -199,7 +229,7 @@ type DistributionCounts struct {
 	// Current regions: the copy in the region is of the per-region object's current generation.
 	// +optional
 	Current int32 `json:"current,omitempty"`
-	// Ready regions: current, and the copy's health (kstatus) is Current.
+	// Ready regions: current, and the copy's health (kstatus, or spec.health) is Current.
 	// +optional
 	Ready int32 `json:"ready,omitempty"`
 	// Unplaceable regions (see status.regions).
@@ -222,7 +252,8 @@ type DistributionRegionStatus struct {
 	Name string `json:"name,omitempty"`
 	// State of the region.
 	State PlacementState `json:"state"`
-	// Reason is a CamelCase reason (why Unplaceable or Failed).
+	// Reason is a CamelCase reason (why Unplaceable or Failed; HealthRuleError when spec.health
+	// could not judge the copy).
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// Message says it for people, naming the field at fault.
@@ -232,11 +263,13 @@ type DistributionRegionStatus struct {
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
 	// Current: the region's agent copied this generation down and its copy's status is of the
-	// copy's current generation (the generation annotations).
+	// copy's current generation (the generation annotations); for a kind without
+	// metadata.generation, the content the agent copied is the object's now (its applied-content
+	// hash).
 	// +optional
 	Current bool `json:"current,omitempty"`
-	// Health is the copy's kstatus (Current, InProgress, Failed, Terminating, Unknown), judged
-	// on the uploaded status against the copy's own generation.
+	// Health is the copy's kstatus (Current, InProgress, Failed, Terminating, Unknown), or
+	// spec.health's verdict, judged on the uploaded status against the copy's own generation.
 	// +optional
 	Health string `json:"health,omitempty"`
 	// LastTransitionTime is when State, Current or Health last changed.

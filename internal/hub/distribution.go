@@ -90,6 +90,7 @@ type DistributionReconciler struct {
 	applied    map[string]string // object key → hash of what was last applied
 	lastStatus map[types.NamespacedName]time.Time
 	totals     distributionTotals
+	health     healthRules
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
@@ -225,6 +226,8 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // that left the placement. A spec that cannot be rendered changes nothing.
 func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alpha1.Distribution) (StatusInput, error) {
 	in := StatusInput{PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}
+	rule, ruleErr := r.health.get(d.Spec.Health)
+	in.InvalidHealthRule = ruleErr
 	t, w, specErr := r.parseSpec(d)
 	var regions regionsyncv1alpha1.RegionList
 	if err := r.Client.List(ctx, &regions); err != nil {
@@ -257,7 +260,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		}
 		for _, objs := range existing {
 			for region, o := range objs {
-				e := entryFor(o, region, r.Keys)
+				e := entryFor(o, region, r.Keys, rule)
 				in.Entries = append(in.Entries, e)
 			}
 		}
@@ -293,7 +296,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 				continue
 			}
 			if o.GetDeletionTimestamp() != nil {
-				in.Entries = append(in.Entries, entryFor(o, region, r.Keys))
+				in.Entries = append(in.Entries, entryFor(o, region, r.Keys, rule))
 				continue
 			}
 			remove = append(remove, o)
@@ -311,7 +314,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 				"removing %d of %d per-region objects is held by the shrink guard; confirm with %s=<RFC 3339 time>", len(remove), total, r.Keys.ConfirmRemovalsBefore)
 		}
 		for _, o := range remove {
-			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys)
+			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
 			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementRemovalHeld, regionsyncv1alpha1.ReasonHeld, "the region left the placement; the removal is held by the shrink guard"
 			in.Entries = append(in.Entries, e)
 		}
@@ -319,7 +322,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	}
 	removed := 0
 	for _, o := range remove {
-		e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys)
+		e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
 		e.State = regionsyncv1alpha1.PlacementRemoving
 		if err := r.delete(ctx, w, o); err != nil {
 			e.Message = err.Error()
@@ -342,6 +345,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
 	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
 	hash := jsonvalue.Hash(obj.Object)
+	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
 	if existing == nil {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(obj.GroupVersionKind())
@@ -366,8 +370,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	same := r.applied[key] == hash
 	r.mu.Unlock()
 	if existing != nil && same && inSync(obj, existing) {
-		o := Observe(existing, r.Keys)
-		e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+		Observe(existing, r.Keys, rule).into(&e)
 		return e
 	}
 	ctx, span := r.Tracer.Start(ctx, "apply", trace.WithAttributes(attribute.String("regionsync.object", key)))
@@ -390,8 +393,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	r.mu.Lock()
 	r.applied[key] = hash
 	r.mu.Unlock()
-	o := Observe(written, r.Keys)
-	e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+	Observe(written, r.Keys, rule).into(&e)
 	return e
 }
 
@@ -462,6 +464,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	}
 	var entries []regionsyncv1alpha1.DistributionRegionStatus
 	w, saErr := r.writer(d)
+	rule, _ := r.health.get(d.Spec.Health)
 	for _, gvk := range kinds {
 		objs, err := r.owned(ctx, d, gvk)
 		if errors.Is(err, errNotSynced) {
@@ -471,7 +474,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 			return ctrl.Result{}, err
 		}
 		for region, o := range objs {
-			e := entryFor(o, region, r.Keys)
+			e := entryFor(o, region, r.Keys, rule)
 			switch {
 			case saErr != nil:
 				// Nothing can be written: the status says why (naming the field) and lists what is left.
@@ -543,12 +546,9 @@ func (r *DistributionReconciler) writeStatus(ctx context.Context, d *regionsyncv
 }
 
 // entryFor is the status entry of an existing per-region object.
-func entryFor(o *unstructured.Unstructured, region string, keys shard.Keys) regionsyncv1alpha1.DistributionRegionStatus {
-	obs := Observe(o, keys)
-	e := regionsyncv1alpha1.DistributionRegionStatus{
-		Region: region, Name: o.GetName(), State: regionsyncv1alpha1.PlacementApplied,
-		Generation: obs.Generation, Current: obs.Current, Health: obs.Health,
-	}
+func entryFor(o *unstructured.Unstructured, region string, keys shard.Keys, rule *HealthRule) regionsyncv1alpha1.DistributionRegionStatus {
+	e := regionsyncv1alpha1.DistributionRegionStatus{Region: region, Name: o.GetName(), State: regionsyncv1alpha1.PlacementApplied}
+	Observe(o, keys, rule).into(&e)
 	if o.GetDeletionTimestamp() != nil {
 		e.State = regionsyncv1alpha1.PlacementRemoving
 		if len(o.GetFinalizers()) > 0 {
