@@ -90,6 +90,8 @@ type DistributionReconciler struct {
 	applied    map[string]string // object key → hash of what was last applied
 	lastStatus map[types.NamespacedName]time.Time
 	totals     distributionTotals
+	// rolloutPosted dedupes the rollout's Events (rollout_deploy.go).
+	rolloutPosted map[types.NamespacedName]postedEvents
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
@@ -213,10 +215,14 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	st := ComputeStatus(d, in, r.Now())
+	setRolloutStatus(&st, d.Generation, in.Rollout) // rollout_deploy.go
 	r.totals.set(req.NamespacedName, st.Counts)
 	after, err := r.writeStatus(ctx, d, st)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if in.Rollout != nil {
+		after = minPositive(after, in.Rollout.RequeueAfter)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -233,6 +239,9 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	var selected []string
 	if specErr == nil {
 		selected, specErr = Selected(d.Spec.Placement, regions.Items)
+	}
+	if specErr == nil {
+		specErr = ValidateStrategy(d.Spec.Strategy) // rollout.go
 	}
 	// The objects this Distribution has, of its template's kind and of the kind it placed before.
 	kinds := []schema.GroupVersionKind{}
@@ -266,7 +275,13 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	in.Selected = len(selected)
 	in.PlacedKind = t.GVK.GroupVersion().String() + "/" + t.GVK.Kind
 	keep := map[string]bool{} // regions whose object of the template's kind stays
-	for _, tg := range Place(d, t, selected, regions.Items, r.Keys) {
+	// The rollout decides which revision each region gets (rollout_deploy.go).
+	targets, rollout, err := r.rolloutTargets(ctx, d, t, selected, regions.Items, existing[t.GVK])
+	if err != nil {
+		return in, err
+	}
+	in.Rollout = rollout
+	for _, tg := range targets {
 		if tg.Object == nil {
 			in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
 			if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || existing[t.GVK][tg.Region] != nil {
@@ -525,7 +540,7 @@ func (r *DistributionReconciler) writeStatus(ctx context.Context, d *regionsyncv
 	r.mu.Lock()
 	last := r.lastStatus[key]
 	r.mu.Unlock()
-	if wait := StatusInterval - now.Sub(last); wait > 0 {
+	if wait := StatusInterval - now.Sub(last); wait > 0 && !rolloutMilestone(&d.Status, &st) {
 		return wait, nil
 	}
 	orig := d.DeepCopy()

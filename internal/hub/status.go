@@ -73,6 +73,8 @@ type StatusInput struct {
 	PlacedKind string
 	// ConfirmKey is the annotation that confirms held removals (for the message).
 	ConfirmKey string
+	// Rollout is the rollout phase's outcome (nil: nothing was decided).
+	Rollout *RolloutOutcome
 }
 
 // ComputeStatus builds a Distribution's status from a reconcile's findings and the previous
@@ -116,6 +118,8 @@ func ComputeStatus(d *regionsyncv1alpha1.Distribution, in StatusInput, now time.
 		case regionsyncv1alpha1.PlacementUnplaceable:
 			st.Counts.Unplaceable++
 			unplaceable = append(unplaceable, e.Region+" ("+e.Reason+")")
+		case regionsyncv1alpha1.PlacementPending:
+			// waits for its wave: nothing written yet
 		case regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.PlacementConflict:
 			st.Counts.Failed++
 			failed = append(failed, e.Region+": "+e.Message)

@@ -1,0 +1,369 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// Event reasons of rollouts (on Distributions).
+const (
+	EventWaveStarted     = "WaveStarted"
+	EventWaveCompleted   = "WaveCompleted"
+	EventRolloutComplete = "RolloutComplete"
+	EventRolloutHalted   = "RolloutHalted"
+	EventRolledBack      = "RolledBack"
+	EventRolloutRetried  = "RolloutRetried"
+	eventActionRollout   = "Rollout"
+)
+
+// Rollout metrics (bounded labels: no Distribution or region name).
+var (
+	// RolloutWaves counts waves started and completed.
+	RolloutWaves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_hub_rollout_waves_total",
+		Help: "Waves of progressive rollouts, by phase (started, completed).",
+	}, []string{"phase"})
+	// RolloutHalts counts halted rollouts, by action (Halt, Rollback).
+	RolloutHalts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_hub_rollout_halts_total",
+		Help: "Progressive rollouts that halted themselves, by onFailure action (Halt, Rollback).",
+	}, []string{"action"})
+)
+
+func rolloutCollectors() []prometheus.Collector {
+	return []prometheus.Collector{RolloutWaves, RolloutHalts}
+}
+
+// RolloutOutcome is what the rollout phase adds to a reconcile's findings.
+type RolloutOutcome struct {
+	// Status is status.rollout.
+	Status regionsyncv1alpha1.RolloutStatus
+	// Progressing and Halted are the conditions.
+	Progressing, Halted Condition
+	// RequeueAfter is when to look again with nothing changing (a soak or deadline ending).
+	RequeueAfter time.Duration
+}
+
+// RegionHealthy is the one judgement of "this region's copy is current and healthy" a rollout
+// gates on: the status' own (placed, current by the generation annotations, health Current).
+func RegionHealthy(e regionsyncv1alpha1.DistributionRegionStatus) bool {
+	return entryReady(e)
+}
+
+// RegionLive reports whether a Region's heartbeat holds: its agent reported Ready (True or
+// False), and the hub has not marked it Unknown (HeartbeatMissed).
+func RegionLive(region *regionsyncv1alpha1.Region) bool {
+	c := meta.FindStatusCondition(region.Status.Conditions, regionsyncv1alpha1.ConditionReady)
+	return c != nil && c.Status != metav1.ConditionUnknown
+}
+
+// ValidateStrategy checks spec.strategy where the CRD schema cannot (selectors, int or
+// percentage values); the error names the field.
+func ValidateStrategy(s regionsyncv1alpha1.RolloutStrategy) error {
+	if _, err := AssignWaves(s, nil); err != nil {
+		return err
+	}
+	if s.MaxConcurrency != nil {
+		if _, err := AssignWaves(regionsyncv1alpha1.RolloutStrategy{MaxConcurrency: s.MaxConcurrency}, []RegionView{{Name: "x"}}); err != nil {
+			return err
+		}
+	}
+	_, err := MaxFailures(s, 1)
+	return err
+}
+
+// rolloutTargets is the rollout phase of deploy: it stores the spec's revision, decides with
+// DecideRollout which revision every placeable region gets, records a halt before anything is
+// written, posts the rollout's Events, and renders each region's object from its revision,
+// marked with D/revision (and, for the regions of a wave that starts, the wave's trace context
+// in D/traceparent).
+func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, selected []string, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured) ([]Target, *RolloutOutcome, error) {
+	have, err := r.revisions(ctx, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	update, err := r.ensureRevision(ctx, d, have)
+	if err != nil {
+		return nil, nil, err
+	}
+	var prev *regionsyncv1alpha1.RolloutStatus
+	if d.Status.Rollout != nil {
+		prev = d.Status.Rollout.DeepCopy()
+	}
+	stable := ""
+	if prev != nil {
+		if _, ok := have[prev.CurrentRevision]; ok {
+			stable = prev.CurrentRevision
+		}
+	}
+	if stable == "" && prev == nil {
+		// Objects placed before the hub kept revisions: they run the spec as it is, adopted
+		// as the stable revision.
+		for _, o := range existing {
+			if o.GetAnnotations()[r.Keys.Revision] == "" {
+				stable = update.Name
+				break
+			}
+		}
+	}
+	byName := make(map[string]*regionsyncv1alpha1.Region, len(regions))
+	for i := range regions {
+		byName[regions[i].Name] = &regions[i]
+	}
+	placed := Place(d, t, selected, regions, r.Keys)
+	var views []RegionView
+	for _, tg := range placed {
+		if tg.Object == nil && tg.State != regionsyncv1alpha1.PlacementFailed {
+			continue // unplaceable: reported as such, never part of a rollout
+		}
+		v := RegionView{Name: tg.Region, Labels: byName[tg.Region].Labels, Live: RegionLive(byName[tg.Region])}
+		if tg.Object == nil {
+			v.UpdateFailed = tg.Message
+		}
+		if o := existing[tg.Region]; o != nil {
+			v.HasObject = true
+			if rev := o.GetAnnotations()[r.Keys.Revision]; have[rev].Name != "" {
+				v.Revision = rev
+			}
+			e := entryFor(o, tg.Region, r.Keys)
+			v.Healthy, v.Failed = RegionHealthy(e), e.Health == string(kstatus.FailedStatus)
+		}
+		views = append(views, v)
+	}
+	now := r.Now().Truncate(time.Second) // as the status keeps it
+	plan, err := DecideRollout(RolloutInput{
+		Strategy: d.Spec.Strategy, Paused: d.Spec.Paused, Update: update.Name, Stable: stable,
+		Stored: func(rev string) bool { _, ok := have[rev]; return ok }, Previous: prev,
+		RetryAfter: retryAfter(d, r.Keys.RetryRollout), Regions: views, Now: now, RetryKey: r.Keys.RetryRollout,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &RolloutOutcome{Status: plan.Status, Progressing: plan.Progressing, Halted: plan.Halted, RequeueAfter: plan.RequeueAfter}
+	if plan.NewHalt {
+		// The halt is written before any rollback: a hub taking over from here reads it and
+		// never applies the halted revision again by itself.
+		orig := d.DeepCopy()
+		setRolloutStatus(&d.Status, d.Generation, out)
+		if err := r.Client.Status().Patch(ctx, d, client.MergeFrom(orig), client.FieldOwner(FieldManager)); err != nil {
+			return nil, nil, fmt.Errorf("recording the halt of Distribution %s: %w", client.ObjectKeyFromObject(d), err)
+		}
+		action := regionsyncv1alpha1.FailureHalt
+		if plan.Status.Halt.RolledBack {
+			action = regionsyncv1alpha1.FailureRollback
+		}
+		RolloutHalts.WithLabelValues(string(action)).Inc()
+	}
+	r.postRolloutEvents(d, update.Name, plan.Events)
+
+	// One span per wave started; the regions' syncs join it through D/traceparent.
+	traceparents := map[string]string{}
+	for _, w := range plan.StartedWaves {
+		_, span := r.Tracer.Start(ctx, "Distribution.RolloutWave", trace.WithAttributes(
+			attribute.String("regionsync.distribution", client.ObjectKeyFromObject(d).String()),
+			attribute.String("regionsync.revision", update.Name),
+			attribute.Int("regionsync.wave", w.Number), attribute.String("regionsync.wave.name", w.Name),
+			attribute.Int("regionsync.wave.regions", len(w.Regions))))
+		tp := telemetry.Traceparent(trace.ContextWithSpan(ctx, span))
+		span.End()
+		for _, region := range w.Regions {
+			traceparents[region] = tp
+		}
+		RolloutWaves.WithLabelValues("started").Inc()
+	}
+	for _, e := range plan.Events {
+		if e.Reason == EventWaveCompleted {
+			RolloutWaves.WithLabelValues("completed").Inc()
+		}
+	}
+
+	targets, err := r.renderRevisions(d, t, placed, plan.Want, update, have, regions, existing, traceparents)
+	if err != nil {
+		return nil, nil, err
+	}
+	inUse := map[string]bool{update.Name: true, plan.Status.CurrentRevision: true}
+	if plan.Status.Halt != nil {
+		inUse[plan.Status.Halt.Revision] = true
+	}
+	for _, o := range existing {
+		inUse[o.GetAnnotations()[r.Keys.Revision]] = true
+	}
+	if err := r.pruneRevisions(ctx, d, have, inUse); err != nil {
+		return nil, nil, err
+	}
+	return targets, out, nil
+}
+
+// renderRevisions renders every placeable region's object from the revision the plan wants for
+// it (the unplaceable regions pass through as Place reported them).
+func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribution, t *Template, placed []Target, want map[string]string, update Revision, have map[string]Revision, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, traceparents map[string]string) ([]Target, error) {
+	byRevision := map[string][]string{}
+	for region, rev := range want {
+		if rev != "" && rev != update.Name {
+			byRevision[rev] = append(byRevision[rev], region)
+		}
+	}
+	rendered := map[string]Target{}
+	for _, rev := range slices.Sorted(maps.Keys(byRevision)) {
+		names := byRevision[rev]
+		slices.Sort(names)
+		dr := withContent(d, have[rev].Content)
+		tr, err := ParseTemplate(dr.Spec.Template.Raw, r.Keys)
+		if err != nil || tr.GVK != t.GVK {
+			continue // a revision of another kind is not kept in place: such a change goes to every region at once
+		}
+		for _, tg := range Place(dr, tr, names, regions, r.Keys) {
+			rendered[tg.Region] = tg
+			if tg.Object != nil {
+				markRevision(tg.Object, r.Keys.Revision, rev)
+			}
+		}
+	}
+	out := make([]Target, 0, len(placed))
+	for _, tg := range placed {
+		rev, decided := want[tg.Region]
+		switch {
+		case !decided:
+			// unplaceable: as Place said
+		case rev == "":
+			tg = Target{Region: tg.Region, State: regionsyncv1alpha1.PlacementPending, Reason: regionsyncv1alpha1.ReasonWaveInProgress,
+				Message: "the first rollout has not reached this region's wave yet"}
+		case rev != update.Name:
+			if other, ok := rendered[tg.Region]; ok {
+				tg = other
+			} else if tg.Object != nil {
+				markRevision(tg.Object, r.Keys.Revision, update.Name)
+			}
+		default:
+			if tg.Object != nil {
+				markRevision(tg.Object, r.Keys.Revision, update.Name)
+				o := existing[tg.Region]
+				if tp := traceparents[tg.Region]; tp != "" && tg.Object.GetAnnotations()[r.Keys.TraceParent] == "" && (o == nil || o.GetAnnotations()[r.Keys.Revision] != update.Name) {
+					a := tg.Object.GetAnnotations()
+					a[r.Keys.TraceParent] = tp
+					tg.Object.SetAnnotations(a)
+				}
+			}
+		}
+		out = append(out, tg)
+	}
+	return out, nil
+}
+
+// markRevision writes D/revision on a rendered object.
+func markRevision(u *unstructured.Unstructured, key, rev string) {
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = rev
+	u.SetAnnotations(a)
+}
+
+// postRolloutEvents posts a decision's Events once each per revision (a decision repeats until
+// its status is written).
+func (r *DistributionReconciler) postRolloutEvents(d *regionsyncv1alpha1.Distribution, update string, evs []RolloutEvent) {
+	key := client.ObjectKeyFromObject(d)
+	r.mu.Lock()
+	if r.rolloutPosted == nil {
+		r.rolloutPosted = map[types.NamespacedName]postedEvents{}
+	}
+	posted := r.rolloutPosted[key]
+	if posted.revision != update {
+		posted = postedEvents{revision: update, seen: map[string]bool{}}
+	}
+	var post []RolloutEvent
+	for _, e := range evs {
+		k := e.Reason + "\x00" + e.Message
+		if !posted.seen[k] {
+			posted.seen[k] = true
+			post = append(post, e)
+		}
+	}
+	r.rolloutPosted[key] = posted
+	r.mu.Unlock()
+	for _, e := range post {
+		typ := corev1.EventTypeNormal
+		if e.Warning {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(d, nil, typ, e.Reason, eventActionRollout, "%s", e.Message)
+	}
+}
+
+// postedEvents are the rollout Events posted for one Distribution's update revision.
+type postedEvents struct {
+	revision string
+	seen     map[string]bool
+}
+
+// setRolloutStatus writes the rollout's status and its conditions (Progressing, Halted) into a
+// status; without an outcome (nothing was decided: an invalid spec) it leaves them as they are.
+func setRolloutStatus(st *regionsyncv1alpha1.DistributionStatus, generation int64, out *RolloutOutcome) {
+	if out == nil {
+		return
+	}
+	st.Rollout = out.Status.DeepCopy()
+	for _, c := range []struct {
+		t string
+		c Condition
+	}{{regionsyncv1alpha1.DistributionProgressing, out.Progressing}, {regionsyncv1alpha1.DistributionHalted, out.Halted}} {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: c.t, Status: c.c.Status, Reason: c.c.Reason, Message: c.c.Message, ObservedGeneration: generation})
+	}
+}
+
+// rolloutMilestone reports whether a new status changes the rollout's course (revisions, wave,
+// halt): such a status is written at once, not held back by the status interval, so that a hub
+// taking over continues from it.
+func rolloutMilestone(old, updated *regionsyncv1alpha1.DistributionStatus) bool {
+	a, b := old.Rollout, updated.Rollout
+	if a == nil || b == nil {
+		return a != b
+	}
+	return a.CurrentRevision != b.CurrentRevision || a.UpdateRevision != b.UpdateRevision || a.Wave != b.Wave ||
+		!equality.Semantic.DeepEqual(a.Halt, b.Halt) || (a.WaveHealthyTime == nil) != (b.WaveHealthyTime == nil)
+}
+
+// retryAfter reads D/retry-rollout (zero when absent or not RFC 3339).
+func retryAfter(d *regionsyncv1alpha1.Distribution, key string) time.Time {
+	t, err := time.Parse(time.RFC3339, d.Annotations[key])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// regionLivenessChanged lets through a Region status change that flips its liveness (Ready
+// becoming or leaving Unknown): a rollout counts a region down as a failure.
+func regionLivenessChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*regionsyncv1alpha1.Region)
+			n, ok2 := e.ObjectNew.(*regionsyncv1alpha1.Region)
+			return ok1 && ok2 && RegionLive(o) != RegionLive(n)
+		},
+	}
+}
