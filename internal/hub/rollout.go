@@ -285,6 +285,7 @@ func DecideRollout(in RolloutInput) (RolloutPlan, error) {
 	if prev != nil && prev.Halt != nil && prev.Halt.Revision == in.Update && !in.RetryAfter.After(prev.Halt.Since.Time) {
 		h := prev.Halt.DeepCopy()
 		st.Halt = h
+		st.Wave, st.WaveName, st.WaveStartTime = prev.Wave, prev.WaveName, prev.WaveStartTime // where it halted
 		for _, r := range in.Regions {
 			p.Want[r.Name] = keep(r)
 			if h.RolledBack && in.Stable != "" && p.Want[r.Name] == in.Update {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -104,7 +105,19 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	}
 	update, err := r.ensureRevision(ctx, d, have)
 	if err != nil {
-		return nil, nil, err
+		// Without its revision nothing can be rolled out progressively: All places as before
+		// (a namespace the hub may not write to refuses that too, and says so per region).
+		placed := Place(d, t, selected, regions, r.Keys)
+		msg := fmt.Sprintf("%v (the hub keeps a Distribution's revisions in its namespace: the RoleBinding of regionsync-hub-impersonate there allows it)", err)
+		if d.Spec.Strategy.Type == regionsyncv1alpha1.RolloutProgressive {
+			for i := range placed {
+				if placed[i].Object != nil {
+					placed[i] = Target{Region: placed[i].Region, State: regionsyncv1alpha1.PlacementFailed, Reason: regionsyncv1alpha1.ReasonApplyFailed, Message: msg}
+				}
+			}
+		}
+		logr.FromContextOrDiscard(ctx).Error(err, "storing the revision", "distribution", client.ObjectKeyFromObject(d))
+		return placed, nil, nil // the rollout's status stays as it was
 	}
 	var prev *regionsyncv1alpha1.RolloutStatus
 	if d.Status.Rollout != nil {
