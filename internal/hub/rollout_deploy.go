@@ -270,9 +270,13 @@ func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribut
 		default:
 			if tg.Object != nil {
 				markRevision(tg.Object, r.Keys.Revision, update.Name)
-				o := existing[tg.Region]
-				if tp := traceparents[tg.Region]; tp != "" && tg.Object.GetAnnotations()[r.Keys.TraceParent] == "" && (o == nil || o.GetAnnotations()[r.Keys.Revision] != update.Name) {
-					a := tg.Object.GetAnnotations()
+				// The wave's trace context on the objects it changes; kept as written after.
+				o, a := existing[tg.Region], tg.Object.GetAnnotations()
+				tp := traceparents[tg.Region]
+				if o != nil && o.GetAnnotations()[r.Keys.Revision] == update.Name {
+					tp = o.GetAnnotations()[r.Keys.TraceParent]
+				}
+				if tp != "" && a[r.Keys.TraceParent] == "" {
 					a[r.Keys.TraceParent] = tp
 					tg.Object.SetAnnotations(a)
 				}
