@@ -240,19 +240,9 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	if specErr == nil {
 		selected, specErr = Selected(d.Spec.Placement, regions.Items)
 	}
-	if specErr == nil {
-		specErr = ValidateStrategy(d.Spec.Strategy) // rollout.go
-	}
 	// The objects this Distribution has, of its template's kind and of the kind it placed before.
-	kinds := []schema.GroupVersionKind{}
-	if t != nil {
-		kinds = append(kinds, t.GVK)
-	}
-	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
-		kinds = append(kinds, prev)
-	}
 	existing := map[schema.GroupVersionKind]map[string]*unstructured.Unstructured{}
-	for _, gvk := range kinds {
+	for _, gvk := range placedKinds(d, t) {
 		objs, err := r.owned(ctx, d, gvk)
 		if err != nil {
 			return in, err
@@ -426,6 +416,9 @@ func (r *DistributionReconciler) delete(ctx context.Context, w writer, o *unstru
 // names the field.
 func (r *DistributionReconciler) parseSpec(d *regionsyncv1alpha1.Distribution) (*Template, writer, error) {
 	t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	if err == nil {
+		err = ValidateStrategy(d.Spec.Strategy) // rollout_deploy.go
+	}
 	if err != nil {
 		return t, writer{}, err
 	}
@@ -468,13 +461,8 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	if !controllerutil.ContainsFinalizer(d, r.Keys.HubFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	var kinds []schema.GroupVersionKind
-	if t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys); err == nil {
-		kinds = append(kinds, t.GVK)
-	}
-	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
-		kinds = append(kinds, prev)
-	}
+	t, _ := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	kinds := placedKinds(d, t)
 	var entries []regionsyncv1alpha1.DistributionRegionStatus
 	w, saErr := r.writer(d)
 	for _, gvk := range kinds {
@@ -594,6 +582,19 @@ func toAny(m map[string]string) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// placedKinds are the kinds of a Distribution's per-region objects: its template's (t, when it
+// parses) and the one it placed before (status.placedKind).
+func placedKinds(d *regionsyncv1alpha1.Distribution, t *Template) []schema.GroupVersionKind {
+	var kinds []schema.GroupVersionKind
+	if t != nil {
+		kinds = append(kinds, t.GVK)
+	}
+	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
+		kinds = append(kinds, prev)
+	}
+	return kinds
 }
 
 // placedGVK parses status.placedKind ("group/version/Kind" or "version/Kind").

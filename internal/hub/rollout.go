@@ -222,237 +222,301 @@ type failure struct {
 //     not healthy by the progress deadline are failures; more than maxFailures halt the rollout
 //     (and, with onFailure Rollback, give the updated regions the stable revision back).
 func DecideRollout(in RolloutInput) (RolloutPlan, error) {
-	p := RolloutPlan{Want: map[string]string{}}
-	st := &p.Status
-	st.UpdateRevision, st.CurrentRevision = in.Update, in.Stable
-	byName := make(map[string]RegionView, len(in.Regions))
+	d := &decision{in: in, p: RolloutPlan{Want: map[string]string{}}, byName: make(map[string]RegionView, len(in.Regions)), prev: in.Previous}
+	d.p.Status.UpdateRevision, d.p.Status.CurrentRevision = in.Update, in.Stable
 	for _, r := range in.Regions {
-		byName[r.Name] = r
+		d.byName[r.Name] = r
 	}
-	keep := func(r RegionView) string {
-		switch {
-		case r.Revision != "" && in.Stored(r.Revision):
-			return r.Revision
-		case in.Stable != "":
-			return in.Stable
-		}
-		return ""
+	if d.prev != nil && d.prev.UpdateRevision != in.Update {
+		d.prev = nil // another revision's rollout: nothing of it carries over
 	}
-	healthyFor := func(r RegionView, rev string) bool { return r.Revision == rev && r.Healthy && r.Live }
-	count := func() {
-		st.Updated, st.Healthy = 0, 0
-		for _, r := range in.Regions {
-			if p.Want[r.Name] == in.Update {
-				st.Updated++
-				if healthyFor(r, in.Update) {
-					st.Healthy++
-				}
-			}
-		}
-	}
-	prev := in.Previous
-	if prev != nil && prev.UpdateRevision != in.Update {
-		prev = nil // another revision's rollout: nothing of it carries over
-	}
-
 	if in.Strategy.Type != regionsyncv1alpha1.RolloutProgressive || in.Update == in.Stable {
-		for _, r := range in.Regions {
-			p.Want[r.Name] = in.Update
+		d.everywhere()
+		return d.p, nil
+	}
+	var err error
+	if d.waves, err = AssignWaves(in.Strategy, in.Regions); err != nil {
+		return d.p, err
+	}
+	if d.limit, err = MaxFailures(in.Strategy, len(in.Regions)); err != nil {
+		return d.p, err
+	}
+	d.soak, d.deadline = durations(in.Strategy)
+	d.p.Status.Waves = int32(len(d.waves))
+	if d.prev != nil && d.prev.Halt != nil {
+		if !in.RetryAfter.After(d.prev.Halt.Since.Time) {
+			d.stayHalted()
+			return d.p, nil
 		}
-		count()
-		p.Halted = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonNotHalted, "nothing is halted"}
-		if int(st.Healthy) == len(in.Regions) {
-			st.CurrentRevision = in.Update
-			p.Progressing = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonRolloutComplete, fmt.Sprintf("revision %s runs healthy in every region (%d)", in.Update, len(in.Regions))}
-		} else {
-			p.Progressing = Condition{metav1.ConditionTrue, regionsyncv1alpha1.ReasonWaveInProgress, fmt.Sprintf("revision %s written to every region; %d of %d healthy", in.Update, st.Healthy, len(in.Regions))}
-		}
-		return p, nil
+		d.prev = nil // retried: the rollout starts again, from the regions' revisions
+		d.event(false, EventRolloutRetried, "rollout of revision %s retried (annotation after the halt)", in.Update)
 	}
+	if d.advance() {
+		d.complete()
+		return d.p, nil
+	}
+	d.assign()
+	if f := d.failures(); len(f) > d.limit {
+		d.halt(f)
+		return d.p, nil
+	}
+	d.progress()
+	return d.p, nil
+}
 
-	waves, err := AssignWaves(in.Strategy, in.Regions)
-	if err != nil {
-		return p, err
-	}
-	limit, err := MaxFailures(in.Strategy, len(in.Regions))
-	if err != nil {
-		return p, err
-	}
-	soak, deadline := durations(in.Strategy)
-	st.Waves = int32(len(waves))
+// decision is DecideRollout's working state.
+type decision struct {
+	in     RolloutInput
+	p      RolloutPlan
+	byName map[string]RegionView
+	prev   *regionsyncv1alpha1.RolloutStatus // of the same update revision, else nil
+	waves  []Wave
+	limit  int
+	soak   time.Duration
+	// deadline is the progress deadline.
+	deadline time.Duration
+	// k is the wave in progress (from 1), startedAt when it started, healthySince since when
+	// every region of it is healthy (zero: not all are).
+	k                       int
+	startedAt, healthySince time.Time
+}
 
-	// A halted rollout stays halted until retried or replaced by another revision.
-	if prev != nil && prev.Halt != nil && prev.Halt.Revision == in.Update && !in.RetryAfter.After(prev.Halt.Since.Time) {
-		h := prev.Halt.DeepCopy()
-		st.Halt = h
-		st.Wave, st.WaveName, st.WaveStartTime = prev.Wave, prev.WaveName, prev.WaveStartTime // where it halted
-		for _, r := range in.Regions {
-			p.Want[r.Name] = keep(r)
-			if h.RolledBack && in.Stable != "" && p.Want[r.Name] == in.Update {
-				p.Want[r.Name] = in.Stable
+var notHalted = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonNotHalted, "nothing is halted"}
+
+func (d *decision) event(warning bool, reason, format string, args ...any) {
+	d.p.Events = append(d.p.Events, RolloutEvent{Warning: warning, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// keep is the revision a region keeps: its own when it is stored, else the stable one ("":
+// none, nothing is written).
+func (d *decision) keep(r RegionView) string {
+	if r.Revision != "" && d.in.Stored(r.Revision) {
+		return r.Revision
+	}
+	return d.in.Stable
+}
+
+// healthy reports whether a region is healthy for the update revision.
+func (d *decision) healthy(r RegionView) bool {
+	return r.Revision == d.in.Update && r.Healthy && r.Live
+}
+
+// count sets the updated and healthy counts from the plan.
+func (d *decision) count() {
+	st := &d.p.Status
+	st.Updated, st.Healthy = 0, 0
+	for _, r := range d.in.Regions {
+		if d.p.Want[r.Name] == d.in.Update {
+			st.Updated++
+			if d.healthy(r) {
+				st.Healthy++
 			}
 		}
-		count()
-		st.Failed = int32(len(h.Regions))
-		p.Halted, p.Progressing = haltConditions(h, in.Stable, in.RetryKey)
-		return p, nil
 	}
-	if prev != nil && prev.Halt != nil {
-		prev = nil // retried: the rollout starts again, from the regions' revisions
-		p.Events = append(p.Events, RolloutEvent{Reason: EventRolloutRetried, Message: fmt.Sprintf("rollout of revision %s retried (annotation after the halt)", in.Update)})
-	}
+}
 
-	// The wave in progress: the furthest of the status' and the last holding the update revision.
-	k := 1
-	if prev != nil && prev.Wave > 0 {
-		k = int(prev.Wave)
+// everywhere gives every region the update revision (All, or nothing to roll out).
+func (d *decision) everywhere() {
+	for _, r := range d.in.Regions {
+		d.p.Want[r.Name] = d.in.Update
 	}
-	for i, w := range waves {
-		if slices.ContainsFunc(w.Regions, func(n string) bool { return byName[n].Revision == in.Update }) {
-			k = max(k, i+1)
-		}
+	d.count()
+	st, n := &d.p.Status, len(d.in.Regions)
+	d.p.Halted = notHalted
+	if int(st.Healthy) == n {
+		st.CurrentRevision = d.in.Update
+		d.p.Progressing = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonRolloutComplete, fmt.Sprintf("revision %s runs healthy in every region (%d)", d.in.Update, n)}
+		return
 	}
-	sameWave := func(k int) bool { return prev != nil && int(prev.Wave) == k }
-	var startedAt, healthySince time.Time
-	for {
-		if k > len(waves) {
-			for _, r := range in.Regions {
-				p.Want[r.Name] = in.Update
-			}
-			st.CurrentRevision, st.Wave = in.Update, 0
-			count()
-			p.Progressing = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonRolloutComplete, fmt.Sprintf("revision %s rolled out through %d waves", in.Update, len(waves))}
-			p.Halted = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonNotHalted, "nothing is halted"}
-			p.Events = append(p.Events, RolloutEvent{Reason: EventRolloutComplete, Message: fmt.Sprintf("revision %s rolled out through %d waves", in.Update, len(waves))})
-			return p, nil
-		}
-		w := waves[k-1]
-		started := sameWave(k) && prev.WaveStartTime != nil
-		startedAt = in.Now
-		if started {
-			startedAt = prev.WaveStartTime.Time
-		}
-		if !started && !in.Paused {
-			p.StartedWaves = append(p.StartedWaves, StartedWave{Number: k, Name: w.Name, Regions: w.Regions})
-		}
-		healthy := !slices.ContainsFunc(w.Regions, func(n string) bool { return !healthyFor(byName[n], in.Update) })
-		healthySince = time.Time{}
-		if healthy {
-			healthySince = in.Now
-			if sameWave(k) && prev.WaveHealthyTime != nil {
-				healthySince = prev.WaveHealthyTime.Time
-			}
-		}
-		if healthy && !in.Paused && !in.Now.Before(healthySince.Add(soak)) {
-			p.Events = append(p.Events, RolloutEvent{Reason: EventWaveCompleted, Message: fmt.Sprintf("wave %d/%d (%s) of revision %s healthy for %s", k, len(waves), w.Name, in.Update, soak)})
-			k++
-			prev = nil
-			continue
-		}
-		break
-	}
-	w := waves[k-1]
-	st.Wave, st.WaveName = int32(k), w.Name
-	st.WaveStartTime = &metav1.Time{Time: startedAt}
-	if !healthySince.IsZero() {
-		st.WaveHealthyTime = &metav1.Time{Time: healthySince}
-	}
+	d.p.Progressing = Condition{metav1.ConditionTrue, regionsyncv1alpha1.ReasonWaveInProgress, fmt.Sprintf("revision %s written to every region; %d of %d healthy", d.in.Update, st.Healthy, n)}
+}
 
-	// Who gets what: started waves the update revision (paused: only who has it already),
-	// joiners of completed waves and the waves to come what they have (a new region: stable).
-	waveOf := map[string]int{}
-	for i, wv := range waves {
-		for _, n := range wv.Regions {
-			waveOf[n] = i + 1
+// stayHalted keeps a halted rollout halted: nothing more gets the update revision; after a
+// rollback the updated regions keep the stable one.
+func (d *decision) stayHalted() {
+	h, st := d.prev.Halt.DeepCopy(), &d.p.Status
+	st.Halt = h
+	st.Wave, st.WaveName, st.WaveStartTime = d.prev.Wave, d.prev.WaveName, d.prev.WaveStartTime // where it halted
+	for _, r := range d.in.Regions {
+		d.p.Want[r.Name] = d.keep(r)
+		if h.RolledBack && d.in.Stable != "" && d.p.Want[r.Name] == d.in.Update {
+			d.p.Want[r.Name] = d.in.Stable
 		}
 	}
-	for _, r := range in.Regions {
-		switch {
-		case waveOf[r.Name] < k && r.Revision == in.Update, waveOf[r.Name] == k && (!in.Paused || r.Revision == in.Update):
-			p.Want[r.Name] = in.Update
+	d.count()
+	st.Failed = int32(len(h.Regions))
+	d.p.Halted, d.p.Progressing = haltConditions(h, d.in.Stable, d.in.RetryKey)
+}
+
+// advance finds the wave in progress (the furthest of the status' and the last holding a region
+// on the update revision) and moves past every wave healthy for the soak; it reports whether
+// the last wave is done.
+func (d *decision) advance() bool {
+	d.k = 1
+	if d.prev != nil && d.prev.Wave > 0 {
+		d.k = int(d.prev.Wave)
+	}
+	for i, w := range d.waves {
+		if slices.ContainsFunc(w.Regions, func(n string) bool { return d.byName[n].Revision == d.in.Update }) {
+			d.k = max(d.k, i+1)
+		}
+	}
+	for ; d.k <= len(d.waves); d.k++ {
+		w := d.waves[d.k-1]
+		same := d.prev != nil && int(d.prev.Wave) == d.k
+		d.startedAt = d.in.Now
+		if same && d.prev.WaveStartTime != nil {
+			d.startedAt = d.prev.WaveStartTime.Time
+		} else if !d.in.Paused {
+			d.p.StartedWaves = append(d.p.StartedWaves, StartedWave{Number: d.k, Name: w.Name, Regions: w.Regions})
+		}
+		d.healthySince = time.Time{}
+		if slices.ContainsFunc(w.Regions, func(n string) bool { return !d.healthy(d.byName[n]) }) {
+			return false
+		}
+		d.healthySince = d.in.Now
+		if same && d.prev.WaveHealthyTime != nil {
+			d.healthySince = d.prev.WaveHealthyTime.Time
+		}
+		if d.in.Paused || d.in.Now.Before(d.healthySince.Add(d.soak)) {
+			return false
+		}
+		d.event(false, EventWaveCompleted, "wave %d/%d (%s) of revision %s healthy for %s", d.k, len(d.waves), w.Name, d.in.Update, d.soak)
+		d.prev = nil
+	}
+	return true
+}
+
+// complete ends a rollout: every region on the update revision, which becomes the current one.
+func (d *decision) complete() {
+	for _, r := range d.in.Regions {
+		d.p.Want[r.Name] = d.in.Update
+	}
+	st := &d.p.Status
+	st.CurrentRevision, st.Wave = d.in.Update, 0
+	d.count()
+	msg := fmt.Sprintf("revision %s rolled out through %d waves", d.in.Update, len(d.waves))
+	d.p.Progressing = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonRolloutComplete, msg}
+	d.p.Halted = notHalted
+	d.event(false, EventRolloutComplete, "%s", msg)
+}
+
+// assign decides who gets what: the started waves the update revision (paused: only who has it
+// already); joiners of completed waves and the waves to come what they have (a new region: the
+// stable revision).
+func (d *decision) assign() {
+	w := d.waves[d.k-1]
+	st := &d.p.Status
+	st.Wave, st.WaveName = int32(d.k), w.Name
+	st.WaveStartTime = &metav1.Time{Time: d.startedAt}
+	if !d.healthySince.IsZero() {
+		st.WaveHealthyTime = &metav1.Time{Time: d.healthySince}
+	}
+	waveOf := d.waveOf()
+	for _, r := range d.in.Regions {
+		switch wave := waveOf[r.Name]; {
+		case wave < d.k && r.Revision == d.in.Update, wave == d.k && (!d.in.Paused || r.Revision == d.in.Update):
+			d.p.Want[r.Name] = d.in.Update
 		default:
-			p.Want[r.Name] = keep(r)
+			d.p.Want[r.Name] = d.keep(r)
 		}
 	}
+}
 
-	// Failures: regions of started waves on (or due) the update revision.
-	var failures []failure
-	for _, r := range in.Regions {
-		if p.Want[r.Name] != in.Update {
+func (d *decision) waveOf() map[string]int {
+	out := map[string]int{}
+	for i, w := range d.waves {
+		for _, n := range w.Regions {
+			out[n] = i + 1
+		}
+	}
+	return out
+}
+
+// failures are the regions of started waves on (or due) the update revision that are down,
+// report Failed, cannot be rendered, or are not healthy by the progress deadline.
+func (d *decision) failures() []failure {
+	waveOf := d.waveOf()
+	var out []failure
+	for _, r := range d.in.Regions {
+		if d.p.Want[r.Name] != d.in.Update {
 			continue
 		}
 		switch {
 		case r.UpdateFailed != "":
-			failures = append(failures, failure{r.Name, regionsyncv1alpha1.ReasonApplyFailed, r.UpdateFailed})
+			out = append(out, failure{r.Name, regionsyncv1alpha1.ReasonApplyFailed, r.UpdateFailed})
 		case !r.Live:
-			failures = append(failures, failure{r.Name, regionsyncv1alpha1.ReasonRegionDown, "the region is not live (Ready Unknown or never reported)"})
-		case r.Revision == in.Update && r.Failed:
-			failures = append(failures, failure{r.Name, regionsyncv1alpha1.ReasonUnhealthy, "the copy reports Failed health"})
-		case waveOf[r.Name] == k && !healthyFor(r, in.Update) && !in.Now.Before(startedAt.Add(deadline)):
-			failures = append(failures, failure{r.Name, regionsyncv1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("not healthy within %s of the wave's start", deadline)})
+			out = append(out, failure{r.Name, regionsyncv1alpha1.ReasonRegionDown, "the region is not live (Ready Unknown or never reported)"})
+		case r.Revision == d.in.Update && r.Failed:
+			out = append(out, failure{r.Name, regionsyncv1alpha1.ReasonUnhealthy, "the copy reports Failed health"})
+		case waveOf[r.Name] == d.k && !d.healthy(r) && !d.in.Now.Before(d.startedAt.Add(d.deadline)):
+			out = append(out, failure{r.Name, regionsyncv1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("not healthy within %s of the wave's start", d.deadline)})
 		}
 	}
-	st.Failed = int32(len(failures))
-	if len(failures) > limit {
-		h := &regionsyncv1alpha1.RolloutHalt{
-			Revision: in.Update, Reason: failures[0].reason, Since: metav1.Time{Time: in.Now},
-			RolledBack: in.Strategy.OnFailure == regionsyncv1alpha1.FailureRollback && in.Stable != "",
-		}
-		var parts []string
-		for _, f := range failures {
-			if len(h.Regions) < maxHaltRegions {
-				h.Regions = append(h.Regions, f.region)
-			}
-			parts = append(parts, f.region+" ("+f.reason+": "+f.message+")")
-		}
-		h.Message = fmt.Sprintf("%d failed regions, more than maxFailures %d: %s", len(failures), limit, summary(parts))
-		st.Halt, p.NewHalt = h, true
-		st.WaveHealthyTime = nil
-		for _, r := range in.Regions {
-			if p.Want[r.Name] == in.Update && r.Revision != in.Update {
-				p.Want[r.Name] = keep(r) // not written yet: never written now
-			}
-			if h.RolledBack && p.Want[r.Name] == in.Update {
-				p.Want[r.Name] = in.Stable
-			}
-		}
-		p.StartedWaves = nil
-		count()
-		p.Halted, p.Progressing = haltConditions(h, in.Stable, in.RetryKey)
-		p.Events = append(p.Events, RolloutEvent{Warning: true, Reason: EventRolloutHalted, Message: fmt.Sprintf("rollout of revision %s halted in wave %d/%d: %s", in.Update, k, len(waves), h.Message)})
-		if h.RolledBack {
-			p.Events = append(p.Events, RolloutEvent{Warning: true, Reason: EventRolledBack, Message: fmt.Sprintf("the regions updated to %s were given %s back", in.Update, in.Stable)})
-		}
-		return p, nil
-	}
-	count()
-	p.Halted = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonNotHalted, "nothing is halted"}
-	switch {
-	case in.Paused:
-		p.Progressing = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonPaused, fmt.Sprintf("spec.paused holds the rollout of revision %s in wave %d/%d (%s)", in.Update, k, len(waves), w.Name)}
-	case st.WaveHealthyTime != nil:
-		end := healthySince.Add(soak)
-		p.RequeueAfter = end.Sub(in.Now)
-		p.Progressing = Condition{metav1.ConditionTrue, regionsyncv1alpha1.ReasonSoaking, fmt.Sprintf("wave %d/%d (%s) of revision %s healthy; soaking until %s", k, len(waves), w.Name, in.Update, end.UTC().Format(time.RFC3339))}
-	default:
-		p.RequeueAfter = startedAt.Add(deadline).Sub(in.Now)
-		p.Progressing = Condition{metav1.ConditionTrue, regionsyncv1alpha1.ReasonWaveInProgress, fmt.Sprintf("wave %d/%d (%s) of revision %s: %d of %d regions healthy", k, len(waves), w.Name, in.Update, countHealthy(w, byName, in.Update), len(w.Regions))}
-	}
-	for _, sw := range p.StartedWaves {
-		p.Events = append(p.Events, RolloutEvent{Reason: EventWaveStarted, Message: fmt.Sprintf("wave %d/%d (%s) of revision %s started: %s", sw.Number, len(waves), sw.Name, in.Update, summary(sw.Regions))})
-	}
-	return p, nil
+	d.p.Status.Failed = int32(len(out))
+	return out
 }
 
-func countHealthy(w Wave, byName map[string]RegionView, rev string) int {
-	n := 0
-	for _, name := range w.Regions {
-		r := byName[name]
-		if r.Revision == rev && r.Healthy && r.Live {
-			n++
+// halt stops the rollout on its failures: nothing more gets the update revision, and with
+// Rollback the updated regions get the stable revision back.
+func (d *decision) halt(failures []failure) {
+	in := d.in
+	h := &regionsyncv1alpha1.RolloutHalt{
+		Revision: in.Update, Reason: failures[0].reason, Since: metav1.Time{Time: in.Now},
+		RolledBack: in.Strategy.OnFailure == regionsyncv1alpha1.FailureRollback && in.Stable != "",
+	}
+	parts := make([]string, 0, len(failures))
+	for _, f := range failures {
+		if len(h.Regions) < maxHaltRegions {
+			h.Regions = append(h.Regions, f.region)
+		}
+		parts = append(parts, f.region+" ("+f.reason+": "+f.message+")")
+	}
+	h.Message = fmt.Sprintf("%d failed regions, more than maxFailures %d: %s", len(failures), d.limit, summary(parts))
+	d.p.Status.Halt, d.p.NewHalt = h, true
+	d.p.Status.WaveHealthyTime = nil
+	for _, r := range in.Regions {
+		if d.p.Want[r.Name] == in.Update && r.Revision != in.Update {
+			d.p.Want[r.Name] = d.keep(r) // not written yet: never written now
+		}
+		if h.RolledBack && d.p.Want[r.Name] == in.Update {
+			d.p.Want[r.Name] = in.Stable
 		}
 	}
-	return n
+	d.p.StartedWaves = nil
+	d.count()
+	d.p.Halted, d.p.Progressing = haltConditions(h, in.Stable, in.RetryKey)
+	d.event(true, EventRolloutHalted, "rollout of revision %s halted in wave %d/%d: %s", in.Update, d.k, len(d.waves), h.Message)
+	if h.RolledBack {
+		d.event(true, EventRolledBack, "the regions updated to %s were given %s back", in.Update, in.Stable)
+	}
+}
+
+// progress reports a rollout going on (or paused), and when to look again.
+func (d *decision) progress() {
+	in, w := d.in, d.waves[d.k-1]
+	d.count()
+	d.p.Halted = notHalted
+	switch {
+	case in.Paused:
+		d.p.Progressing = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonPaused, fmt.Sprintf("spec.paused holds the rollout of revision %s in wave %d/%d (%s)", in.Update, d.k, len(d.waves), w.Name)}
+	case d.p.Status.WaveHealthyTime != nil:
+		end := d.healthySince.Add(d.soak)
+		d.p.RequeueAfter = end.Sub(in.Now)
+		d.p.Progressing = Condition{metav1.ConditionTrue, regionsyncv1alpha1.ReasonSoaking, fmt.Sprintf("wave %d/%d (%s) of revision %s healthy; soaking until %s", d.k, len(d.waves), w.Name, in.Update, end.UTC().Format(time.RFC3339))}
+	default:
+		healthy := 0
+		for _, n := range w.Regions {
+			if d.healthy(d.byName[n]) {
+				healthy++
+			}
+		}
+		d.p.RequeueAfter = d.startedAt.Add(d.deadline).Sub(in.Now)
+		d.p.Progressing = Condition{metav1.ConditionTrue, regionsyncv1alpha1.ReasonWaveInProgress, fmt.Sprintf("wave %d/%d (%s) of revision %s: %d of %d regions healthy", d.k, len(d.waves), w.Name, in.Update, healthy, len(w.Regions))}
+	}
+	for _, sw := range d.p.StartedWaves {
+		d.event(false, EventWaveStarted, "wave %d/%d (%s) of revision %s started: %s", sw.Number, len(d.waves), sw.Name, in.Update, summary(sw.Regions))
+	}
 }
 
 // haltConditions are Halted and Progressing of a halted rollout.

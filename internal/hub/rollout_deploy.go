@@ -105,64 +105,15 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	}
 	update, err := r.ensureRevision(ctx, d, have)
 	if err != nil {
-		// Without its revision nothing can be rolled out progressively: All places as before
-		// (a namespace the hub may not write to refuses that too, and says so per region).
-		placed := Place(d, t, selected, regions, r.Keys)
-		msg := fmt.Sprintf("%v (the hub keeps a Distribution's revisions in its namespace: the RoleBinding of regionsync-hub-impersonate there allows it)", err)
-		if d.Spec.Strategy.Type == regionsyncv1alpha1.RolloutProgressive {
-			for i := range placed {
-				if placed[i].Object != nil {
-					placed[i] = Target{Region: placed[i].Region, State: regionsyncv1alpha1.PlacementFailed, Reason: regionsyncv1alpha1.ReasonApplyFailed, Message: msg}
-				}
-			}
-		}
-		logr.FromContextOrDiscard(ctx).Error(err, "storing the revision", "distribution", client.ObjectKeyFromObject(d))
-		return placed, nil, nil // the rollout's status stays as it was
+		return r.unrevisioned(ctx, d, t, selected, regions, err), nil, nil // the rollout's status stays as it was
 	}
 	var prev *regionsyncv1alpha1.RolloutStatus
 	if d.Status.Rollout != nil {
 		prev = d.Status.Rollout.DeepCopy()
 	}
-	stable := ""
-	if prev != nil {
-		if _, ok := have[prev.CurrentRevision]; ok {
-			stable = prev.CurrentRevision
-		}
-	}
-	if stable == "" && prev == nil {
-		// Objects placed before the hub kept revisions: they run the spec as it is, adopted
-		// as the stable revision.
-		for _, o := range existing {
-			if o.GetAnnotations()[r.Keys.Revision] == "" {
-				stable = update.Name
-				break
-			}
-		}
-	}
-	byName := make(map[string]*regionsyncv1alpha1.Region, len(regions))
-	for i := range regions {
-		byName[regions[i].Name] = &regions[i]
-	}
+	stable := r.stableRevision(prev, have, existing, update.Name)
 	placed := Place(d, t, selected, regions, r.Keys)
-	var views []RegionView
-	for _, tg := range placed {
-		if tg.Object == nil && tg.State != regionsyncv1alpha1.PlacementFailed {
-			continue // unplaceable: reported as such, never part of a rollout
-		}
-		v := RegionView{Name: tg.Region, Labels: byName[tg.Region].Labels, Live: RegionLive(byName[tg.Region])}
-		if tg.Object == nil {
-			v.UpdateFailed = tg.Message
-		}
-		if o := existing[tg.Region]; o != nil {
-			v.HasObject = true
-			if rev := o.GetAnnotations()[r.Keys.Revision]; have[rev].Name != "" {
-				v.Revision = rev
-			}
-			e := entryFor(o, tg.Region, r.Keys)
-			v.Healthy, v.Failed = RegionHealthy(e), e.Health == string(kstatus.FailedStatus)
-		}
-		views = append(views, v)
-	}
+	views := r.regionViews(placed, regions, existing, have)
 	now := r.Now().Truncate(time.Second) // as the status keeps it
 	plan, err := DecideRollout(RolloutInput{
 		Strategy: d.Spec.Strategy, Paused: d.Spec.Paused, Update: update.Name, Stable: stable,
@@ -189,12 +140,94 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	}
 	r.postRolloutEvents(d, update.Name, plan.Events)
 
-	// One span per wave started; the regions' syncs join it through D/traceparent.
+	traceparents := r.waveSpans(ctx, d, update.Name, plan)
+	targets := r.renderRevisions(d, t, placed, plan.Want, update, have, regions, existing, traceparents)
+	inUse := map[string]bool{update.Name: true, plan.Status.CurrentRevision: true}
+	if plan.Status.Halt != nil {
+		inUse[plan.Status.Halt.Revision] = true
+	}
+	for _, o := range existing {
+		inUse[o.GetAnnotations()[r.Keys.Revision]] = true
+	}
+	if err := r.pruneRevisions(ctx, d, have, inUse); err != nil {
+		return nil, nil, err
+	}
+	return targets, out, nil
+}
+
+// unrevisioned places d when its revision cannot be stored: nothing can be rolled out
+// progressively then, so a Progressive Distribution writes nothing new (each region Failed with
+// the reason) while All places as before (a namespace the hub may not write to refuses that too,
+// and says so per region).
+func (r *DistributionReconciler) unrevisioned(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, selected []string, regions []regionsyncv1alpha1.Region, err error) []Target {
+	placed := Place(d, t, selected, regions, r.Keys)
+	msg := fmt.Sprintf("%v (the hub keeps a Distribution's revisions in its namespace: the RoleBinding of regionsync-hub-impersonate there allows it)", err)
+	if d.Spec.Strategy.Type == regionsyncv1alpha1.RolloutProgressive {
+		for i := range placed {
+			if placed[i].Object != nil {
+				placed[i] = Target{Region: placed[i].Region, State: regionsyncv1alpha1.PlacementFailed, Reason: regionsyncv1alpha1.ReasonApplyFailed, Message: msg}
+			}
+		}
+	}
+	logr.FromContextOrDiscard(ctx).Error(err, "storing the revision", "distribution", client.ObjectKeyFromObject(d))
+	return placed
+}
+
+// stableRevision is the current (stable) revision: the status' when it is still stored; for a
+// Distribution whose objects were placed before the hub kept revisions, the spec as it is
+// (adopted); else none (the first rollout).
+func (r *DistributionReconciler) stableRevision(prev *regionsyncv1alpha1.RolloutStatus, have map[string]Revision, existing map[string]*unstructured.Unstructured, update string) string {
+	if prev != nil {
+		if _, ok := have[prev.CurrentRevision]; ok {
+			return prev.CurrentRevision
+		}
+		return ""
+	}
+	for _, o := range existing {
+		if o.GetAnnotations()[r.Keys.Revision] == "" {
+			return update
+		}
+	}
+	return ""
+}
+
+// regionViews is what the rollout decision knows of each placeable region (the unplaceable ones
+// are in no wave).
+func (r *DistributionReconciler) regionViews(placed []Target, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, have map[string]Revision) []RegionView {
+	byName := make(map[string]*regionsyncv1alpha1.Region, len(regions))
+	for i := range regions {
+		byName[regions[i].Name] = &regions[i]
+	}
+	var views []RegionView
+	for _, tg := range placed {
+		if tg.Object == nil && tg.State != regionsyncv1alpha1.PlacementFailed {
+			continue // unplaceable: reported as such, never part of a rollout
+		}
+		v := RegionView{Name: tg.Region, Labels: byName[tg.Region].Labels, Live: RegionLive(byName[tg.Region])}
+		if tg.Object == nil {
+			v.UpdateFailed = tg.Message
+		}
+		if o := existing[tg.Region]; o != nil {
+			v.HasObject = true
+			if rev := o.GetAnnotations()[r.Keys.Revision]; have[rev].Name != "" {
+				v.Revision = rev
+			}
+			e := entryFor(o, tg.Region, r.Keys)
+			v.Healthy, v.Failed = RegionHealthy(e), e.Health == string(kstatus.FailedStatus)
+		}
+		views = append(views, v)
+	}
+	return views
+}
+
+// waveSpans starts and ends one span per wave the plan starts, and returns, per region of those
+// waves, the span's traceparent (the regions' syncs join the wave's trace through D/traceparent).
+func (r *DistributionReconciler) waveSpans(ctx context.Context, d *regionsyncv1alpha1.Distribution, update string, plan RolloutPlan) map[string]string {
 	traceparents := map[string]string{}
 	for _, w := range plan.StartedWaves {
 		_, span := r.Tracer.Start(ctx, "Distribution.RolloutWave", trace.WithAttributes(
 			attribute.String("regionsync.distribution", client.ObjectKeyFromObject(d).String()),
-			attribute.String("regionsync.revision", update.Name),
+			attribute.String("regionsync.revision", update),
 			attribute.Int("regionsync.wave", w.Number), attribute.String("regionsync.wave.name", w.Name),
 			attribute.Int("regionsync.wave.regions", len(w.Regions))))
 		tp := telemetry.Traceparent(trace.ContextWithSpan(ctx, span))
@@ -209,27 +242,12 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 			RolloutWaves.WithLabelValues("completed").Inc()
 		}
 	}
-
-	targets, err := r.renderRevisions(d, t, placed, plan.Want, update, have, regions, existing, traceparents)
-	if err != nil {
-		return nil, nil, err
-	}
-	inUse := map[string]bool{update.Name: true, plan.Status.CurrentRevision: true}
-	if plan.Status.Halt != nil {
-		inUse[plan.Status.Halt.Revision] = true
-	}
-	for _, o := range existing {
-		inUse[o.GetAnnotations()[r.Keys.Revision]] = true
-	}
-	if err := r.pruneRevisions(ctx, d, have, inUse); err != nil {
-		return nil, nil, err
-	}
-	return targets, out, nil
+	return traceparents
 }
 
 // renderRevisions renders every placeable region's object from the revision the plan wants for
 // it (the unplaceable regions pass through as Place reported them).
-func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribution, t *Template, placed []Target, want map[string]string, update Revision, have map[string]Revision, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, traceparents map[string]string) ([]Target, error) {
+func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribution, t *Template, placed []Target, want map[string]string, update Revision, have map[string]Revision, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, traceparents map[string]string) []Target {
 	byRevision := map[string][]string{}
 	for region, rev := range want {
 		if rev != "" && rev != update.Name {
@@ -284,7 +302,7 @@ func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribut
 		}
 		out = append(out, tg)
 	}
-	return out, nil
+	return out
 }
 
 // markRevision writes D/revision on a rendered object.

@@ -37,7 +37,10 @@ import (
 // conditions: Stalled for a spec it cannot serve).
 var widgetGVK = schema.GroupVersionKind{Group: "rollout.regionsync.dev", Version: "v1", Kind: "Widget"}
 
-const widgetKind = "Widget.rollout.regionsync.dev"
+const (
+	widgetKind = "Widget.rollout.regionsync.dev"
+	shopNS     = "tenant-shop"
+)
 
 func widgetCRD() *unstructured.Unstructured {
 	open := map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
@@ -82,7 +85,7 @@ func (a *fakeAgents) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		var list unstructured.UnstructuredList
 		list.SetGroupVersionKind(widgetGVK.GroupVersion().WithKind("WidgetList"))
-		if err := a.c.List(ctx, &list, client.InNamespace(ns)); err == nil {
+		if err := a.c.List(ctx, &list, client.InNamespace(shopNS)); err == nil {
 			for i := range list.Items {
 				a.sync(ctx, &list.Items[i])
 			}
@@ -146,7 +149,7 @@ func plans(c client.Client, regions ...string) (map[string]string, map[string]st
 	for _, r := range regions {
 		w := &unstructured.Unstructured{}
 		w.SetGroupVersionKind(widgetGVK)
-		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "shop-" + r}, w); err != nil {
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: shopNS, Name: "shop-" + r}, w); err != nil {
 			p[r], rev[r] = "-", "-"
 			continue
 		}
@@ -170,9 +173,18 @@ func wantPlans(c client.Client, want map[string]string) error {
 	return nil
 }
 
+func getShop(t *testing.T, c client.Client) *regionsyncv1alpha1.Distribution {
+	t.Helper()
+	d := &regionsyncv1alpha1.Distribution{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: shopNS, Name: "shop"}, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func rolloutOf(t *testing.T, c client.Client) *regionsyncv1alpha1.RolloutStatus {
 	t.Helper()
-	d := getDist(t, c, "shop")
+	d := getShop(t, c)
 	if d.Status.Rollout == nil {
 		return &regionsyncv1alpha1.RolloutStatus{}
 	}
@@ -182,7 +194,7 @@ func rolloutOf(t *testing.T, c client.Client) *regionsyncv1alpha1.RolloutStatus 
 func setSpec(t *testing.T, c client.Client, mutate func(*regionsyncv1alpha1.Distribution)) {
 	t.Helper()
 	testenv.Eventually(t, "updating Distribution shop", 10*time.Second, func() error {
-		d := getDist(t, c, "shop")
+		d := getShop(t, c)
 		mutate(d)
 		return c.Update(context.Background(), d)
 	})
@@ -190,7 +202,7 @@ func setSpec(t *testing.T, c client.Client, mutate func(*regionsyncv1alpha1.Dist
 
 func hasEvent(c client.Client, reason, substring string) error {
 	var evs eventsv1.EventList
-	if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+	if err := c.List(context.Background(), &evs, client.InNamespace(shopNS)); err != nil {
 		return err
 	}
 	for _, ev := range evs.Items {
@@ -227,7 +239,7 @@ func TestHubRollout(t *testing.T) {
 	}
 	all := []string{"r1", "r2", "r3", "r4", "r5"}
 	tiers := map[string]string{"r1": "prod", "r2": "early", "r3": "early", "r4": "prod", "r5": "prod", "r6": "prod"}
-	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shopNS}},
 		// The operator lets the hub read the placed kind (deploy/kustomize/hub: a read rule per placed kind).
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hub-widgets"}, Rules: []rbacv1.PolicyRule{{APIGroups: widgetRules.APIGroups, Resources: widgetRules.Resources, Verbs: []string{"get", "list", "watch"}}}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "hub-widgets"},
@@ -237,7 +249,7 @@ func TestHubRollout(t *testing.T) {
 		create(t, c, region(r, map[string]string{"tier": tiers[r]}, shard(r)))
 		regionReady(t, c, r, metav1.ConditionTrue)
 	}
-	tenantWriter(t, c, ns, "placer", widgetRules)
+	tenantWriter(t, c, shopNS, "placer", widgetRules)
 	agents := &fakeAgents{c: c, held: map[string]bool{}}
 	actx, stopAgents := context.WithCancel(bg)
 	defer stopAgents()
@@ -254,7 +266,7 @@ func TestHubRollout(t *testing.T) {
 	// Waves: r1 by name; the early tier (r2, r3); the rest (r4, r5). Soak 2s.
 	agents.hold("r1", true)
 	create(t, c, &regionsyncv1alpha1.Distribution{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: shopNS, Name: "shop"},
 		Spec: regionsyncv1alpha1.DistributionSpec{
 			Template:  widgetTemplate("v1"),
 			Placement: regionsyncv1alpha1.Placement{RegionSelector: &metav1.LabelSelector{}},
@@ -279,7 +291,7 @@ func TestHubRollout(t *testing.T) {
 		if st.Wave != 1 || st.Waves != 3 || st.WaveName != "first" {
 			return fmt.Errorf("rollout %+v", st)
 		}
-		e := entry(getDist(t, c, "shop"), "r2")
+		e := entry(getShop(t, c), "r2")
 		if e == nil || e.State != regionsyncv1alpha1.PlacementPending {
 			return fmt.Errorf("r2 %+v", e)
 		}
@@ -294,7 +306,7 @@ func TestHubRollout(t *testing.T) {
 		if err := wantPlans(c, map[string]string{"r1": "v1", "r2": "v1", "r3": "v1", "r4": "v1", "r5": "v1"}); err != nil {
 			return err
 		}
-		d := getDist(t, c, "shop")
+		d := getShop(t, c)
 		st := d.Status.Rollout
 		cond := meta.FindStatusCondition(d.Status.Conditions, regionsyncv1alpha1.DistributionProgressing)
 		if st == nil || st.CurrentRevision == "" || st.CurrentRevision != st.UpdateRevision || cond == nil || cond.Reason != regionsyncv1alpha1.ReasonRolloutComplete || st.Healthy != 5 {
@@ -318,7 +330,7 @@ func TestHubRollout(t *testing.T) {
 	}
 	// Revisions are ControllerRevisions owned by the Distribution.
 	cr := &appsv1.ControllerRevision{}
-	if err := c.Get(bg, types.NamespacedName{Namespace: ns, Name: rev1}, cr); err != nil || len(cr.OwnerReferences) != 1 || cr.OwnerReferences[0].Name != "shop" || !strings.Contains(string(cr.Data.Raw), `"plan":"v1"`) {
+	if err := c.Get(bg, types.NamespacedName{Namespace: shopNS, Name: rev1}, cr); err != nil || len(cr.OwnerReferences) != 1 || cr.OwnerReferences[0].Name != "shop" || !strings.Contains(string(cr.Data.Raw), `"plan":"v1"`) {
 		t.Fatalf("ControllerRevision %s: %+v, %v", rev1, cr, err)
 	}
 	// Each started wave is a span; the objects it wrote carry its trace context.
@@ -333,7 +345,7 @@ func TestHubRollout(t *testing.T) {
 	}
 	w := &unstructured.Unstructured{}
 	w.SetGroupVersionKind(widgetGVK)
-	if err := c.Get(bg, types.NamespacedName{Namespace: ns, Name: "shop-r4"}, w); err != nil {
+	if err := c.Get(bg, types.NamespacedName{Namespace: shopNS, Name: "shop-r4"}, w); err != nil {
 		t.Fatal(err)
 	}
 	if tpv := w.GetAnnotations()[keys.TraceParent]; len(strings.Split(tpv, "-")) != 4 || !slices.Contains(waveSpans, strings.Split(tpv, "-")[1]) {
@@ -393,7 +405,7 @@ func TestHubRollout(t *testing.T) {
 	setSpec(t, c, func(d *regionsyncv1alpha1.Distribution) { d.Spec.Template = widgetTemplate("unknown") })
 	var halt *regionsyncv1alpha1.RolloutHalt
 	testenv.Eventually(t, "halted and rolled back", 30*time.Second, func() error {
-		d := getDist(t, c, "shop")
+		d := getShop(t, c)
 		cond := meta.FindStatusCondition(d.Status.Conditions, regionsyncv1alpha1.DistributionHalted)
 		if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != regionsyncv1alpha1.ReasonRolledBack || !strings.Contains(cond.Message, "r1") || !strings.Contains(cond.Message, keys.RetryRollout) {
 			return fmt.Errorf("Halted %+v", cond)
@@ -435,7 +447,7 @@ func TestHubRollout(t *testing.T) {
 		d.Spec.Template = widgetTemplate("v3")
 	})
 	testenv.Eventually(t, "Progressing=False Paused", 20*time.Second, func() error {
-		cond := meta.FindStatusCondition(getDist(t, c, "shop").Status.Conditions, regionsyncv1alpha1.DistributionProgressing)
+		cond := meta.FindStatusCondition(getShop(t, c).Status.Conditions, regionsyncv1alpha1.DistributionProgressing)
 		if cond == nil || cond.Reason != regionsyncv1alpha1.ReasonPaused {
 			return fmt.Errorf("Progressing %+v", cond)
 		}
@@ -472,11 +484,11 @@ func TestHubRollout(t *testing.T) {
 		return nil
 	})
 	var crs appsv1.ControllerRevisionList
-	if err := c.List(bg, &crs, client.InNamespace(ns), client.MatchingLabels{keys.Distribution: "shop"}); err != nil {
+	if err := c.List(bg, &crs, client.InNamespace(shopNS), client.MatchingLabels{keys.Distribution: "shop"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(crs.Items) != 5 { // v1, v2, unknown, v3, v4
-		var names []string
+		names := make([]string, 0, len(crs.Items))
 		for _, cr := range crs.Items {
 			names = append(names, cr.Name)
 		}
