@@ -239,6 +239,7 @@ type RolloutStrategy struct {
 	// failure halts.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:default=0
 	MaxFailures *intstr.IntOrString `json:"maxFailures,omitempty"`
 	// OnFailure is Halt (default) or Rollback.
 	// +optional

@@ -187,6 +187,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.totals.forget(req.NamespacedName)
 			r.mu.Lock()
 			delete(r.lastStatus, req.NamespacedName)
+			delete(r.rolloutPosted, req.NamespacedName)
 			r.mu.Unlock()
 			return ctrl.Result{}, nil
 		}

@@ -369,14 +369,15 @@ func setRolloutStatus(st *regionsyncv1alpha1.DistributionStatus, generation int6
 
 // rolloutMilestone reports whether a new status changes the rollout's course (revisions, wave,
 // halt): such a status is written at once, not held back by the status interval, so that a hub
-// taking over continues from it.
+// taking over continues from it. (A wave's health flapping is not one: at most the status
+// interval of its soak is served again.)
 func rolloutMilestone(old, updated *regionsyncv1alpha1.DistributionStatus) bool {
 	a, b := old.Rollout, updated.Rollout
 	if a == nil || b == nil {
 		return a != b
 	}
 	return a.CurrentRevision != b.CurrentRevision || a.UpdateRevision != b.UpdateRevision || a.Wave != b.Wave ||
-		!equality.Semantic.DeepEqual(a.Halt, b.Halt) || (a.WaveHealthyTime == nil) != (b.WaveHealthyTime == nil)
+		!equality.Semantic.DeepEqual(a.Halt, b.Halt)
 }
 
 // retryAfter reads D/retry-rollout (zero when absent or not RFC 3339).

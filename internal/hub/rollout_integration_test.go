@@ -250,6 +250,24 @@ func TestHubRollout(t *testing.T) {
 		regionReady(t, c, r, metav1.ConditionTrue)
 	}
 	tenantWriter(t, c, shopNS, "placer", widgetRules)
+	// The CRD refuses a strategy that says two things, and defaults the rest.
+	for _, bad := range []struct {
+		s   regionsyncv1alpha1.RolloutStrategy
+		msg string
+	}{
+		{regionsyncv1alpha1.RolloutStrategy{Type: regionsyncv1alpha1.RolloutProgressive, Waves: []regionsyncv1alpha1.RolloutWave{{Regions: []string{"r1"}}}, MaxConcurrency: ptrInt(intstr.FromInt32(1))}, "set at most one of waves and maxConcurrency"},
+		{regionsyncv1alpha1.RolloutStrategy{Waves: []regionsyncv1alpha1.RolloutWave{{Regions: []string{"r1"}}}}, "waves and maxConcurrency need type Progressive"},
+		{regionsyncv1alpha1.RolloutStrategy{Type: "Sometimes"}, "spec.strategy.type"},
+		{regionsyncv1alpha1.RolloutStrategy{Type: regionsyncv1alpha1.RolloutProgressive, OnFailure: "Panic"}, "spec.strategy.onFailure"},
+	} {
+		d := &regionsyncv1alpha1.Distribution{
+			ObjectMeta: metav1.ObjectMeta{Namespace: shopNS, Name: "refused"},
+			Spec:       regionsyncv1alpha1.DistributionSpec{Template: widgetTemplate("v1"), Strategy: bad.s},
+		}
+		if err := c.Create(bg, d); err == nil || !strings.Contains(err.Error(), bad.msg) {
+			t.Fatalf("creating a Distribution with strategy %+v: %v, want refused naming %q", bad.s, err, bad.msg)
+		}
+	}
 	agents := &fakeAgents{c: c, held: map[string]bool{}}
 	actx, stopAgents := context.WithCancel(bg)
 	defer stopAgents()
@@ -281,6 +299,10 @@ func TestHubRollout(t *testing.T) {
 			},
 		},
 	})
+
+	if s := getShop(t, c).Spec.Strategy; s.ProgressDeadline == nil || s.ProgressDeadline.Duration != 10*time.Minute || s.MaxFailures == nil || s.MaxFailures.IntValue() != 0 || s.Soak.Duration != 2*time.Second {
+		t.Fatalf("strategy defaults: %+v", s)
+	}
 
 	// The first rollout: r1 only while r1 is not healthy.
 	testenv.Eventually(t, "wave 1 of the first rollout written to r1 only", 20*time.Second, func() error {

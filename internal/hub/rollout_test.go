@@ -449,3 +449,91 @@ func TestRevisionName(t *testing.T) {
 		t.Errorf("revision names %s, %s", RevisionName("d", a), RevisionName("d", c))
 	}
 }
+
+func TestValidateStrategy(t *testing.T) {
+	cases := map[string]struct {
+		s   regionsyncv1alpha1.RolloutStrategy
+		err string
+	}{
+		"empty":           {},
+		"good waves":      {s: regionsyncv1alpha1.RolloutStrategy{Waves: []regionsyncv1alpha1.RolloutWave{{RegionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}}}},
+		"a good percent":  {s: regionsyncv1alpha1.RolloutStrategy{MaxConcurrency: ptrTo(intstr.FromString("25%")), MaxFailures: ptrTo(intstr.FromString("5%"))}},
+		"a bad selector":  {s: regionsyncv1alpha1.RolloutStrategy{Waves: []regionsyncv1alpha1.RolloutWave{{RegionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b c"}}}}}, err: "spec.strategy.waves[0].regionSelector"},
+		"a bad maxConc":   {s: regionsyncv1alpha1.RolloutStrategy{MaxConcurrency: ptrTo(intstr.FromString("x%"))}, err: "spec.strategy.maxConcurrency"},
+		"a bad maxFail":   {s: regionsyncv1alpha1.RolloutStrategy{MaxFailures: ptrTo(intstr.FromString("half"))}, err: "spec.strategy.maxFailures"},
+		"negative failed": {s: regionsyncv1alpha1.RolloutStrategy{MaxFailures: ptrTo(intstr.FromInt32(-2))}, err: "spec.strategy.maxFailures"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := ValidateStrategy(tc.s)
+			if (err != nil) != (tc.err != "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("ValidateStrategy: %v, want an error naming %q", err, tc.err)
+			}
+		})
+	}
+}
+
+func TestRegionLive(t *testing.T) {
+	cases := map[string]struct {
+		ready *metav1.Condition
+		want  bool
+	}{
+		"never reported":    {want: false},
+		"Ready":             {ready: &metav1.Condition{Status: metav1.ConditionTrue}, want: true},
+		"reporting, not ok": {ready: &metav1.Condition{Status: metav1.ConditionFalse, Reason: regionsyncv1alpha1.ReasonNotReady}, want: true},
+		"heartbeat missed":  {ready: &metav1.Condition{Status: metav1.ConditionUnknown, Reason: regionsyncv1alpha1.ReasonHeartbeatMissed}, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := &regionsyncv1alpha1.Region{}
+			if tc.ready != nil {
+				c := *tc.ready
+				c.Type, c.Reason = regionsyncv1alpha1.ConditionReady, cmpOrReason(c.Reason)
+				r.Status.Conditions = []metav1.Condition{c}
+			}
+			if got := RegionLive(r); got != tc.want {
+				t.Errorf("RegionLive = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func cmpOrReason(r string) string {
+	if r == "" {
+		return regionsyncv1alpha1.ReasonReady
+	}
+	return r
+}
+
+func TestRolloutMilestone(t *testing.T) {
+	at := &metav1.Time{Time: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	base := regionsyncv1alpha1.RolloutStatus{CurrentRevision: "S", UpdateRevision: "U", Wave: 1, Updated: 1}
+	cases := map[string]struct {
+		mutate func(*regionsyncv1alpha1.RolloutStatus)
+		want   bool
+	}{
+		"counts only":        {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Updated, s.Healthy = 2, 1 }},
+		"wave health":        {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime = at }},
+		"the next wave":      {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Wave = 2 }, want: true},
+		"a new revision":     {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.UpdateRevision = "V" }, want: true},
+		"complete":           {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.CurrentRevision, s.Wave = "U", 0 }, want: true},
+		"halted":             {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Halt = &regionsyncv1alpha1.RolloutHalt{Revision: "U", Since: *at} }, want: true},
+		"no rollout before":  {want: true},
+		"nothing at all new": {mutate: func(*regionsyncv1alpha1.RolloutStatus) {}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			old := &regionsyncv1alpha1.DistributionStatus{Rollout: base.DeepCopy()}
+			if tc.mutate == nil {
+				old.Rollout = nil
+			}
+			updated := &regionsyncv1alpha1.DistributionStatus{Rollout: base.DeepCopy()}
+			if tc.mutate != nil {
+				tc.mutate(updated.Rollout)
+			}
+			if got := rolloutMilestone(old, updated); got != tc.want {
+				t.Errorf("rolloutMilestone = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
