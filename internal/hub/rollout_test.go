@@ -512,12 +512,14 @@ func TestRolloutMilestone(t *testing.T) {
 		mutate func(*regionsyncv1alpha1.RolloutStatus)
 		want   bool
 	}{
-		"counts only":        {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Updated, s.Healthy = 2, 1 }},
-		"wave health":        {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime = at }},
-		"the next wave":      {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Wave = 2 }, want: true},
-		"a new revision":     {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.UpdateRevision = "V" }, want: true},
-		"complete":           {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.CurrentRevision, s.Wave = "U", 0 }, want: true},
-		"halted":             {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Halt = &regionsyncv1alpha1.RolloutHalt{Revision: "U", Since: *at} }, want: true},
+		"counts only":    {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Updated, s.Healthy = 2, 1 }},
+		"wave health":    {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime = at }},
+		"the next wave":  {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Wave = 2 }, want: true},
+		"a new revision": {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.UpdateRevision = "V" }, want: true},
+		"complete":       {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.CurrentRevision, s.Wave = "U", 0 }, want: true},
+		"halted": {mutate: func(s *regionsyncv1alpha1.RolloutStatus) {
+			s.Halt = &regionsyncv1alpha1.RolloutHalt{Revision: "U", Since: *at}
+		}, want: true},
 		"no rollout before":  {want: true},
 		"nothing at all new": {mutate: func(*regionsyncv1alpha1.RolloutStatus) {}},
 	}
