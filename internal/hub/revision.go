@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +32,36 @@ type RevisionContent struct {
 	Template runtime.RawExtension `json:"template"`
 	// Overrides are spec.overrides.
 	Overrides []regionsyncv1alpha1.Override `json:"overrides,omitempty"`
+	// Redacted: the template is a Secret whose data and stringData are stored as hashes only
+	// (a revision never holds secret data); such a revision cannot be rendered again.
+	Redacted bool `json:"redacted,omitempty"`
+}
+
+// secretFields are the fields of a Secret a stored revision holds as hashes only.
+var secretFields = []string{"data", "stringData"}
+
+// Stored is the content as a ControllerRevision holds it: a Secret's data and stringData
+// replaced by their hashes.
+func (c RevisionContent) Stored() RevisionContent {
+	obj := map[string]any{}
+	if err := json.Unmarshal(c.Template.Raw, &obj); err != nil {
+		return c
+	}
+	u := unstructured.Unstructured{Object: obj}
+	if u.GetAPIVersion() != "v1" || u.GetKind() != "Secret" {
+		return c
+	}
+	for _, f := range secretFields {
+		if v, ok := obj[f]; ok {
+			obj[f] = map[string]any{"sha256": jsonvalue.Hash(v)}
+		}
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return RevisionContent{Redacted: true}
+	}
+	// No overrides either: a patch may carry secret data too.
+	return RevisionContent{Template: runtime.RawExtension{Raw: raw}, Redacted: true}
 }
 
 // Revision is one revision of a Distribution: its name (the ControllerRevision's, written as
@@ -112,7 +143,7 @@ func (r *DistributionReconciler) ensureRevision(ctx context.Context, d *regionsy
 		have[name] = rev
 		return rev, nil
 	}
-	raw, err := json.Marshal(c)
+	raw, err := json.Marshal(c.Stored())
 	if err != nil {
 		return Revision{}, fmt.Errorf("encoding the revision of Distribution %s: %w", client.ObjectKeyFromObject(d), err)
 	}

@@ -463,7 +463,7 @@ func (d *decision) halt(failures []failure) {
 	in := d.in
 	h := &regionsyncv1alpha1.RolloutHalt{
 		Revision: in.Update, Reason: failures[0].reason, Since: metav1.Time{Time: in.Now},
-		RolledBack: in.Strategy.OnFailure == regionsyncv1alpha1.FailureRollback && in.Stable != "",
+		RolledBack: in.Strategy.OnFailure == regionsyncv1alpha1.FailureRollback && in.Stable != "" && in.Stored(in.Stable),
 	}
 	parts := make([]string, 0, len(failures))
 	for _, f := range failures {

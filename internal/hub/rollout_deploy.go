@@ -117,7 +117,7 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	now := r.Now().Truncate(time.Second) // as the status keeps it
 	plan, err := DecideRollout(RolloutInput{
 		Strategy: d.Spec.Strategy, Paused: d.Spec.Paused, Update: update.Name, Stable: stable,
-		Stored: func(rev string) bool { _, ok := have[rev]; return ok }, Previous: prev,
+		Stored: func(rev string) bool { h, ok := have[rev]; return ok && !h.Content.Redacted }, Previous: prev,
 		RetryAfter: retryAfter(d, r.Keys.RetryRollout), Regions: views, Now: now, RetryKey: r.Keys.RetryRollout,
 	})
 	if err != nil {
@@ -258,6 +258,9 @@ func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribut
 	for _, rev := range slices.Sorted(maps.Keys(byRevision)) {
 		names := byRevision[rev]
 		slices.Sort(names)
+		if have[rev].Content.Redacted {
+			continue // never rendered from what is stored: the regions keep their objects as they are
+		}
 		dr := withContent(d, have[rev].Content)
 		tr, err := ParseTemplate(dr.Spec.Template.Raw, r.Keys)
 		if err != nil || tr.GVK != t.GVK {
@@ -279,6 +282,9 @@ func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribut
 		case rev == "":
 			tg = Target{Region: tg.Region, State: regionsyncv1alpha1.PlacementPending, Reason: regionsyncv1alpha1.ReasonWaveInProgress,
 				Message: "the first rollout has not reached this region's wave yet"}
+		case rev != update.Name && have[rev].Content.Redacted:
+			tg = Target{Region: tg.Region, State: regionsyncv1alpha1.PlacementPending, Reason: regionsyncv1alpha1.ReasonWaveInProgress,
+				Message: "keeps its object as it is until its wave: revision " + rev + " holds no secret data to render it again"}
 		case rev != update.Name:
 			if other, ok := rendered[tg.Region]; ok {
 				tg = other

@@ -539,3 +539,23 @@ func TestRolloutMilestone(t *testing.T) {
 		})
 	}
 }
+
+func TestRevisionContentStored(t *testing.T) {
+	secret := RevisionContent{Overrides: []regionsyncv1alpha1.Override{{Regions: []string{"r"}}}}
+	secret.Template.Raw = []byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"labels":{"a":"b"}},"data":{"token":"c2VjcmV0LXZhbHVl"},"stringData":{"password":"hunter2"}}`)
+	got := secret.Stored()
+	raw := string(got.Template.Raw)
+	if !got.Redacted || got.Overrides != nil || strings.Contains(raw, "c2VjcmV0LXZhbHVl") || strings.Contains(raw, "hunter2") || !strings.Contains(raw, `"sha256"`) || !strings.Contains(raw, `"labels":{"a":"b"}`) {
+		t.Errorf("a Secret's stored revision: %s (redacted %v, overrides %v)", raw, got.Redacted, got.Overrides)
+	}
+	other := secret
+	other.Template.Raw = []byte(`{"apiVersion":"v1","kind":"Secret","data":{"token":"b3RoZXI="}}`)
+	if RevisionName("d", secret) == RevisionName("d", other) {
+		t.Error("two Secrets with other data are one revision")
+	}
+	tenant := RevisionContent{}
+	tenant.Template.Raw = []byte(tenantJSON)
+	if s := tenant.Stored(); s.Redacted || string(s.Template.Raw) != tenantJSON {
+		t.Errorf("a Tenant's stored revision changed: %s", s.Template.Raw)
+	}
+}
