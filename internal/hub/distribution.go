@@ -216,7 +216,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	st := ComputeStatus(d, in, r.Now())
-	setRolloutStatus(&st, d.Generation, in.Rollout) // rollout_deploy.go
+	setRolloutStatus(&st, d, in.Rollout) // rollout_deploy.go
 	r.totals.set(req.NamespacedName, st.Counts)
 	after, err := r.writeStatus(ctx, d, st)
 	if err != nil {

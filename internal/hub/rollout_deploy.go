@@ -128,7 +128,7 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 		// The halt is written before any rollback: a hub taking over from here reads it and
 		// never applies the halted revision again by itself.
 		orig := d.DeepCopy()
-		setRolloutStatus(&d.Status, d.Generation, out)
+		setRolloutStatus(&d.Status, d, out)
 		if err := r.Client.Status().Patch(ctx, d, client.MergeFrom(orig), client.FieldOwner(FieldManager)); err != nil {
 			return nil, nil, fmt.Errorf("recording the halt of Distribution %s: %w", client.ObjectKeyFromObject(d), err)
 		}
@@ -359,9 +359,12 @@ type postedEvents struct {
 }
 
 // setRolloutStatus writes the rollout's status and its conditions (Progressing, Halted) into a
-// status; without an outcome (nothing was decided: an invalid spec) it leaves them as they are.
-func setRolloutStatus(st *regionsyncv1alpha1.DistributionStatus, generation int64, out *RolloutOutcome) {
+// new status of d; without an outcome (nothing was decided: an invalid spec, a revision that
+// could not be stored) it keeps d's as they are.
+func setRolloutStatus(st *regionsyncv1alpha1.DistributionStatus, d *regionsyncv1alpha1.Distribution, out *RolloutOutcome) {
+	generation := d.Generation
 	if out == nil {
+		st.Rollout = d.Status.Rollout.DeepCopy()
 		return
 	}
 	st.Rollout = out.Status.DeepCopy()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -557,5 +558,27 @@ func TestRevisionContentStored(t *testing.T) {
 	tenant.Template.Raw = []byte(tenantJSON)
 	if s := tenant.Stored(); s.Redacted || string(s.Template.Raw) != tenantJSON {
 		t.Errorf("a Tenant's stored revision changed: %s", s.Template.Raw)
+	}
+}
+
+func TestSetRolloutStatus(t *testing.T) {
+	d := &regionsyncv1alpha1.Distribution{}
+	d.Generation = 4
+	d.Status.Rollout = &regionsyncv1alpha1.RolloutStatus{UpdateRevision: "U", Halt: &regionsyncv1alpha1.RolloutHalt{Revision: "U", Reason: regionsyncv1alpha1.ReasonUnhealthy}}
+	// Nothing decided (an invalid spec): the rollout's status, and its halt, stay.
+	st := regionsyncv1alpha1.DistributionStatus{}
+	setRolloutStatus(&st, d, nil)
+	if st.Rollout == nil || st.Rollout.Halt == nil || st.Rollout == d.Status.Rollout {
+		t.Fatalf("without an outcome: %+v, want a copy of %+v", st.Rollout, d.Status.Rollout)
+	}
+	out := &RolloutOutcome{
+		Status:      regionsyncv1alpha1.RolloutStatus{UpdateRevision: "V", Wave: 1},
+		Progressing: Condition{metav1.ConditionTrue, regionsyncv1alpha1.ReasonWaveInProgress, "wave 1"},
+		Halted:      notHalted,
+	}
+	setRolloutStatus(&st, d, out)
+	p, h := meta.FindStatusCondition(st.Conditions, regionsyncv1alpha1.DistributionProgressing), meta.FindStatusCondition(st.Conditions, regionsyncv1alpha1.DistributionHalted)
+	if st.Rollout.UpdateRevision != "V" || st.Rollout.Halt != nil || p == nil || p.Status != metav1.ConditionTrue || p.ObservedGeneration != 4 || h == nil || h.Status != metav1.ConditionFalse {
+		t.Errorf("status %+v, Progressing %+v, Halted %+v", st.Rollout, p, h)
 	}
 }
