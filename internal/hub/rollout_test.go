@@ -582,3 +582,81 @@ func TestSetRolloutStatus(t *testing.T) {
 		t.Errorf("status %+v, Progressing %+v, Halted %+v", st.Rollout, p, h)
 	}
 }
+
+// FuzzDecideRollout checks the rules that hold whatever the regions' states: every region is
+// decided; a halt writes the update revision to no region that lacks it (after a rollback to
+// none); a paused rollout writes it to no region that lacks it; no region past the wave in
+// progress newly gets it.
+func FuzzDecideRollout(f *testing.F) {
+	f.Add([]byte{0x01, 0x12, 0x23, 0x34, 0x45}, uint8(0), false, uint8(0))
+	f.Add([]byte{0x0f, 0x1e, 0x2d}, uint8(2), true, uint8(1))
+	f.Add([]byte{0xff, 0x00, 0x81, 0x42, 0x24, 0x18}, uint8(3), false, uint8(2))
+	f.Fuzz(func(t *testing.T, states []byte, prevWave uint8, paused bool, mode uint8) {
+		if len(states) > 12 {
+			states = states[:12]
+		}
+		now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+		revs := []string{"", "S", "U", "X"}
+		regions := make([]RegionView, 0, len(states))
+		for i, b := range states {
+			regions = append(regions, RegionView{
+				Name: fmt.Sprintf("r%02d", i), Labels: map[string]string{"tier": []string{"canary", "prod"}[b>>7&1]},
+				Revision: revs[b&3], HasObject: b&3 != 0, Healthy: b&4 != 0, Failed: b&8 != 0, Live: b&16 == 0,
+			})
+			if b&32 != 0 && b&64 != 0 {
+				regions[i].UpdateFailed = "does not render"
+			}
+		}
+		s := regionsyncv1alpha1.RolloutStrategy{
+			Type: regionsyncv1alpha1.RolloutProgressive, Soak: &metav1.Duration{Duration: time.Minute},
+			Waves:     []regionsyncv1alpha1.RolloutWave{{Regions: []string{"r00"}}, {RegionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "canary"}}}},
+			OnFailure: []regionsyncv1alpha1.FailureAction{regionsyncv1alpha1.FailureHalt, regionsyncv1alpha1.FailureRollback}[mode&1],
+		}
+		if mode&2 != 0 {
+			s.Waves, s.MaxConcurrency = nil, ptrTo(intstr.FromInt32(int32(mode%4+1)))
+		}
+		var prev *regionsyncv1alpha1.RolloutStatus
+		if prevWave > 0 {
+			prev = &regionsyncv1alpha1.RolloutStatus{CurrentRevision: "S", UpdateRevision: "U", Wave: int32(prevWave % 5),
+				WaveStartTime: &metav1.Time{Time: now.Add(-time.Duration(prevWave) * time.Minute)}, WaveHealthyTime: &metav1.Time{Time: now.Add(-2 * time.Minute)}}
+			if mode&4 != 0 {
+				prev.Halt = &regionsyncv1alpha1.RolloutHalt{Revision: "U", Since: metav1.Time{Time: now.Add(-time.Minute)}, RolledBack: mode&1 != 0}
+			}
+		}
+		p, err := DecideRollout(RolloutInput{
+			Strategy: s, Paused: paused, Update: "U", Stable: "S", Stored: func(r string) bool { return r != "" },
+			Previous: prev, Regions: regions, Now: now, RetryKey: testKeys.RetryRollout,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waves, _ := AssignWaves(s, regions)
+		waveOf := map[string]int{}
+		for i, w := range waves {
+			for _, n := range w.Regions {
+				waveOf[n] = i + 1
+			}
+		}
+		complete := p.Status.CurrentRevision == "U"
+		for _, r := range regions {
+			got, ok := p.Want[r.Name]
+			if !ok {
+				t.Fatalf("%s undecided", r.Name)
+			}
+			newly := got == "U" && r.Revision != "U"
+			switch {
+			case p.Status.Halt != nil && p.Status.Halt.RolledBack && got == "U":
+				t.Fatalf("rolled back, yet %s gets U: %+v", r.Name, p)
+			case p.Status.Halt != nil && newly:
+				t.Fatalf("halted, yet %s newly gets U", r.Name)
+			case paused && newly && !complete:
+				t.Fatalf("paused, yet %s newly gets U", r.Name)
+			case !complete && newly && waveOf[r.Name] > int(p.Status.Wave):
+				t.Fatalf("%s of wave %d newly gets U while wave %d is in progress", r.Name, waveOf[r.Name], p.Status.Wave)
+			}
+		}
+		if int(p.Status.Failed) > len(regions) || int(p.Status.Updated) > len(regions) || p.Status.Healthy > p.Status.Updated {
+			t.Fatalf("counts %+v", p.Status)
+		}
+	})
+}
