@@ -90,8 +90,10 @@ type DistributionReconciler struct {
 	applied    map[string]string // object key → hash of what was last applied
 	lastStatus map[types.NamespacedName]time.Time
 	totals     distributionTotals
-	// rolloutPosted dedupes the rollout's Events (rollout_deploy.go).
+	// rolloutPosted dedupes the rollout's Events, haltsWritten remembers the halts written
+	// until the cache shows them (rollout_deploy.go).
 	rolloutPosted map[types.NamespacedName]postedEvents
+	haltsWritten  map[types.NamespacedName]writtenHalt
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
@@ -188,6 +190,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.mu.Lock()
 			delete(r.lastStatus, req.NamespacedName)
 			delete(r.rolloutPosted, req.NamespacedName)
+			delete(r.haltsWritten, req.NamespacedName)
 			r.mu.Unlock()
 			return ctrl.Result{}, nil
 		}

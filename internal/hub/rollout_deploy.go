@@ -111,6 +111,7 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	if d.Status.Rollout != nil {
 		prev = d.Status.Rollout.DeepCopy()
 	}
+	prev = r.withWrittenHalt(d, prev)
 	stable := r.stableRevision(prev, have, existing, update.Name)
 	placed := Place(d, t, selected, regions, r.Keys)
 	views := r.regionViews(placed, regions, existing, have)
@@ -137,6 +138,12 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 			action = regionsyncv1alpha1.FailureRollback
 		}
 		RolloutHalts.WithLabelValues(string(action)).Inc()
+		r.mu.Lock()
+		if r.haltsWritten == nil {
+			r.haltsWritten = map[types.NamespacedName]writtenHalt{}
+		}
+		r.haltsWritten[client.ObjectKeyFromObject(d)] = writtenHalt{generation: d.Generation, status: *plan.Status.DeepCopy()}
+		r.mu.Unlock()
 	}
 	r.postRolloutEvents(d, update.Name, plan.Events)
 
@@ -153,6 +160,33 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 		return nil, nil, err
 	}
 	return targets, out, nil
+}
+
+// writtenHalt is a halt this hub wrote, and the Distribution generation it halted.
+type writtenHalt struct {
+	generation int64
+	status     regionsyncv1alpha1.RolloutStatus
+}
+
+// withWrittenHalt reads its own halt: until the cache shows the status this hub wrote when it
+// halted, that status stands in for the cached one, so that a reconcile reading a Distribution
+// from before its halt never writes the halted revision again (the rollback's own writes make
+// such reconciles likely). It applies while the spec is the one that halted and no retry came
+// after the halt.
+func (r *DistributionReconciler) withWrittenHalt(d *regionsyncv1alpha1.Distribution, prev *regionsyncv1alpha1.RolloutStatus) *regionsyncv1alpha1.RolloutStatus {
+	key := client.ObjectKeyFromObject(d)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.haltsWritten[key]
+	switch {
+	case !ok:
+		return prev
+	case w.generation != d.Generation, retryAfter(d, r.Keys.RetryRollout).After(w.status.Halt.Since.Time),
+		prev != nil && prev.Halt != nil && !prev.Halt.Since.Before(&w.status.Halt.Since):
+		delete(r.haltsWritten, key) // another spec, a retry, or the cache caught up
+		return prev
+	}
+	return w.status.DeepCopy()
 }
 
 // unrevisioned places d when its revision cannot be stored: nothing can be rolled out

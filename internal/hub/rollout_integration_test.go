@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/testenv"
@@ -73,6 +75,21 @@ type fakeAgents struct {
 	c    client.Client
 	mu   sync.Mutex
 	held map[string]bool
+	// seen records every plan each region's object was seen with.
+	seen map[string]map[string]bool
+}
+
+// sawPlan reports whether any region but the ones given was ever seen with the plan.
+func (a *fakeAgents) sawPlan(plan string, except ...string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for region, plans := range a.seen {
+		if plans[plan] && !slices.Contains(except, region) {
+			out = append(out, region)
+		}
+	}
+	return out
 }
 
 func (a *fakeAgents) hold(region string, held bool) {
@@ -99,8 +116,13 @@ func (a *fakeAgents) run(ctx context.Context) {
 
 func (a *fakeAgents) sync(ctx context.Context, w *unstructured.Unstructured) {
 	region := w.GetLabels()["regionsync.dev/region"]
+	seenPlan, _, _ := unstructured.NestedString(w.Object, "spec", "plan")
 	a.mu.Lock()
 	held := a.held[region]
+	if a.seen[region] == nil {
+		a.seen[region] = map[string]bool{}
+	}
+	a.seen[region][seenPlan] = true
 	a.mu.Unlock()
 	gen := strconv.FormatInt(w.GetGeneration(), 10)
 	if held || w.GetAnnotations()[keys.RemoteGeneration] == gen {
@@ -268,7 +290,7 @@ func TestHubRollout(t *testing.T) {
 			t.Fatalf("creating a Distribution with strategy %+v: %v, want refused naming %q", bad.s, err, bad.msg)
 		}
 	}
-	agents := &fakeAgents{c: c, held: map[string]bool{}}
+	agents := &fakeAgents{c: c, held: map[string]bool{}, seen: map[string]map[string]bool{}}
 	actx, stopAgents := context.WithCancel(bg)
 	defer stopAgents()
 	go agents.run(actx)
@@ -277,6 +299,7 @@ func TestHubRollout(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	// A long liveness grace: the test sets each Region's Ready itself (no shard Leases here).
 	opts := hub.Options{DefaultServiceAccountName: "placer", LivenessGrace: time.Hour, TracerProvider: tp}
+	wavesStarted, rollbacks := testutil.ToFloat64(hub.RolloutWaves.WithLabelValues("started")), testutil.ToFloat64(hub.RolloutHalts.WithLabelValues("Rollback"))
 	installHubRBAC(t, mgmt)
 	stopHub := runHub(t, mgmt, opts)
 	t.Cleanup(func() { stopHub() })
@@ -443,6 +466,15 @@ func TestHubRollout(t *testing.T) {
 		if err := hasEvent(c, reason, ""); err != nil {
 			t.Error(err)
 		}
+	}
+	if d := testutil.ToFloat64(hub.RolloutHalts.WithLabelValues("Rollback")) - rollbacks; d != 1 {
+		t.Errorf("regionsync_hub_rollout_halts_total{action=Rollback} grew by %v, want 1", d)
+	}
+	if d := testutil.ToFloat64(hub.RolloutWaves.WithLabelValues("started")) - wavesStarted; d < 6 {
+		t.Errorf("regionsync_hub_rollout_waves_total{phase=started} grew by %v, want at least 6 (3 waves, twice)", d)
+	}
+	if others := agents.sawPlan("unknown", "r1"); len(others) > 0 {
+		t.Errorf("the bad template reached %v beyond the first wave", others)
 	}
 	testenv.Consistently(t, "the rolled back revision is never applied again by itself", 3*time.Second, func() error {
 		_, revs := plans(c, "r1")

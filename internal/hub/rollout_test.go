@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
@@ -659,4 +660,41 @@ func FuzzDecideRollout(f *testing.F) {
 			t.Fatalf("counts %+v", p.Status)
 		}
 	})
+}
+
+func TestWithWrittenHalt(t *testing.T) {
+	since := metav1.Time{Time: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	written := regionsyncv1alpha1.RolloutStatus{UpdateRevision: "U", Wave: 1, Halt: &regionsyncv1alpha1.RolloutHalt{Revision: "U", Since: since, RolledBack: true}}
+	stale := &regionsyncv1alpha1.RolloutStatus{UpdateRevision: "U", Wave: 1}
+	cases := map[string]struct {
+		generation int64
+		retry      string
+		cached     *regionsyncv1alpha1.RolloutStatus
+		wantHalt   bool
+		forgotten  bool
+	}{
+		"a stale cache reads the halt written":       {generation: 3, cached: stale, wantHalt: true},
+		"no cached rollout at all reads it too":      {generation: 3, wantHalt: true},
+		"the cache caught up":                        {generation: 3, cached: &written, wantHalt: true, forgotten: true},
+		"the spec changed since":                     {generation: 4, cached: stale, forgotten: true},
+		"a retry after the halt":                     {generation: 3, cached: stale, retry: "2026-05-01T12:00:01Z", forgotten: true},
+		"a retry from before the halt: still halted": {generation: 3, cached: stale, retry: "2026-05-01T11:00:00Z", wantHalt: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			key := types.NamespacedName{Namespace: "ns", Name: "d"}
+			r := &DistributionReconciler{Keys: testKeys, haltsWritten: map[types.NamespacedName]writtenHalt{key: {generation: 3, status: written}}}
+			d := &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d", Generation: tc.generation}}
+			if tc.retry != "" {
+				d.Annotations = map[string]string{testKeys.RetryRollout: tc.retry}
+			}
+			got := r.withWrittenHalt(d, tc.cached)
+			if (got != nil && got.Halt != nil) != tc.wantHalt {
+				t.Errorf("status %+v, want a halt: %v", got, tc.wantHalt)
+			}
+			if _, ok := r.haltsWritten[key]; ok == tc.forgotten {
+				t.Errorf("remembered %v, want forgotten %v", ok, tc.forgotten)
+			}
+		})
+	}
 }
