@@ -3,6 +3,7 @@
 package hub_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -243,7 +244,10 @@ func hasEvent(c client.Client, reason, substring string) error {
 // where the last one left it, from what is written; a region down when its wave starts halts the
 // rollout. Revisions are ControllerRevisions; each started wave is a span whose trace context the
 // per-region objects carry.
-func TestHubRollout(t *testing.T) {
+// widgetFleet starts a management cluster with the Widget CRD, the hub's and the placer's rights
+// on it in shopNS, and one live Region per name (labelled tier=tiers[name], "prod" by default).
+func widgetFleet(t *testing.T, tiers map[string]string, regions ...string) *testenv.Cluster {
+	t.Helper()
 	bg := context.Background()
 	mgmt := testenv.StartT(t, "management").Cluster("management")
 	c := mgmt.Client
@@ -256,22 +260,50 @@ func TestHubRollout(t *testing.T) {
 		l.SetGroupVersionKind(widgetGVK.GroupVersion().WithKind("WidgetList"))
 		return c.List(bg, &l)
 	})
-	shard := func(name string) *regionsyncv1alpha1.RegionShard {
-		return &regionsyncv1alpha1.RegionShard{NamespacePrefix: "tenant-", RemoteResourceSuffix: "-" + name, LabelSelector: "regionsync.dev/region=" + name, Kinds: []string{widgetKind}}
-	}
-	all := []string{"r1", "r2", "r3", "r4", "r5"}
-	tiers := map[string]string{"r1": "prod", "r2": "early", "r3": "early", "r4": "prod", "r5": "prod", "r6": "prod"}
 	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shopNS}},
 		// The operator lets the hub read the placed kind (deploy/kustomize/hub: a read rule per placed kind).
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hub-widgets"}, Rules: []rbacv1.PolicyRule{{APIGroups: widgetRules.APIGroups, Resources: widgetRules.Resources, Verbs: []string{"get", "list", "watch"}}}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "hub-widgets"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "hub-widgets"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "regionsync-system", Name: "regionsync-hub"}}})
-	for _, r := range all {
-		create(t, c, region(r, map[string]string{"tier": tiers[r]}, shard(r)))
-		regionReady(t, c, r, metav1.ConditionTrue)
+	for _, r := range regions {
+		addWidgetRegion(t, c, r, cmp.Or(tiers[r], "prod"))
 	}
 	tenantWriter(t, c, shopNS, "placer", widgetRules)
+	installHubRBAC(t, mgmt)
+	return mgmt
+}
+
+// addWidgetRegion registers a live Region syncing Widgets.
+func addWidgetRegion(t *testing.T, c client.Client, name, tier string) {
+	t.Helper()
+	create(t, c, region(name, map[string]string{"tier": tier}, &regionsyncv1alpha1.RegionShard{
+		NamespacePrefix: "tenant-", RemoteResourceSuffix: "-" + name, LabelSelector: "regionsync.dev/region=" + name, Kinds: []string{widgetKind},
+	}))
+	regionReady(t, c, name, metav1.ConditionTrue)
+}
+
+// startAgents runs the fake agents until the test ends.
+func startAgents(t *testing.T, c client.Client) *fakeAgents {
+	agents := &fakeAgents{c: c, held: map[string]bool{}, seen: map[string]map[string]bool{}}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		agents.run(ctx)
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-done
+	})
+	return agents
+}
+
+func TestHubRollout(t *testing.T) {
+	bg := context.Background()
+	all := []string{"r1", "r2", "r3", "r4", "r5"}
+	mgmt := widgetFleet(t, map[string]string{"r2": "early", "r3": "early"}, all...)
+	c := mgmt.Client
 	// The CRD refuses a strategy that says two things, and defaults the rest.
 	for _, bad := range []struct {
 		s   regionsyncv1alpha1.RolloutStrategy
@@ -290,17 +322,13 @@ func TestHubRollout(t *testing.T) {
 			t.Fatalf("creating a Distribution with strategy %+v: %v, want refused naming %q", bad.s, err, bad.msg)
 		}
 	}
-	agents := &fakeAgents{c: c, held: map[string]bool{}, seen: map[string]map[string]bool{}}
-	actx, stopAgents := context.WithCancel(bg)
-	defer stopAgents()
-	go agents.run(actx)
+	agents := startAgents(t, c)
 
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	// A long liveness grace: the test sets each Region's Ready itself (no shard Leases here).
 	opts := hub.Options{DefaultServiceAccountName: "placer", LivenessGrace: time.Hour, TracerProvider: tp}
 	wavesStarted, rollbacks := testutil.ToFloat64(hub.RolloutWaves.WithLabelValues("started")), testutil.ToFloat64(hub.RolloutHalts.WithLabelValues("Rollback"))
-	installHubRBAC(t, mgmt)
 	stopHub := runHub(t, mgmt, opts)
 	t.Cleanup(func() { stopHub() })
 
@@ -410,8 +438,7 @@ func TestHubRollout(t *testing.T) {
 		}
 		return nil
 	})
-	create(t, c, region("r6", map[string]string{"tier": "prod"}, shard("r6")))
-	regionReady(t, c, "r6", metav1.ConditionTrue)
+	addWidgetRegion(t, c, "r6", "prod")
 	testenv.Eventually(t, "r6 joins on the stable revision", 20*time.Second, func() error {
 		return wantPlans(c, map[string]string{"r6": "v1"})
 	})
@@ -554,3 +581,70 @@ func TestHubRollout(t *testing.T) {
 }
 
 func ptrInt(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+// TestHubRolloutHaltOnDeadline: waves of maxConcurrency 50 %; a region that does not become
+// healthy within the progress deadline halts the rollout (onFailure Halt: the updated regions keep
+// the update, the next wave is never written); a retry continues from there once it is healthy.
+func TestHubRolloutHaltOnDeadline(t *testing.T) {
+	all := []string{"r1", "r2", "r3", "r4"}
+	mgmt := widgetFleet(t, nil, all...)
+	c := mgmt.Client
+	agents := startAgents(t, c)
+	t.Cleanup(runHub(t, mgmt, hub.Options{DefaultServiceAccountName: "placer", LivenessGrace: time.Hour}))
+	halts := testutil.ToFloat64(hub.RolloutHalts.WithLabelValues("Halt"))
+	create(t, c, &regionsyncv1alpha1.Distribution{
+		ObjectMeta: metav1.ObjectMeta{Namespace: shopNS, Name: "shop"},
+		Spec: regionsyncv1alpha1.DistributionSpec{
+			Template:  widgetTemplate("v1"),
+			Placement: regionsyncv1alpha1.Placement{RegionSelector: &metav1.LabelSelector{}},
+			Strategy: regionsyncv1alpha1.RolloutStrategy{
+				Type: regionsyncv1alpha1.RolloutProgressive, MaxConcurrency: ptrInt(intstr.FromString("50%")),
+				Soak: &metav1.Duration{Duration: time.Second}, ProgressDeadline: &metav1.Duration{Duration: 3 * time.Second},
+			},
+		},
+	})
+	testenv.Eventually(t, "v1 everywhere, in 2 waves", 60*time.Second, func() error {
+		if err := wantPlans(c, map[string]string{"r1": "v1", "r2": "v1", "r3": "v1", "r4": "v1"}); err != nil {
+			return err
+		}
+		if st := rolloutOf(t, c); st.CurrentRevision == "" || st.CurrentRevision != st.UpdateRevision || st.Waves != 2 {
+			return fmt.Errorf("rollout %+v", st)
+		}
+		return nil
+	})
+	// r2 (wave 1: r1, r2) never becomes healthy on v2: after the deadline the rollout halts.
+	agents.hold("r2", true)
+	setSpec(t, c, func(d *regionsyncv1alpha1.Distribution) { d.Spec.Template = widgetTemplate("v2") })
+	var halt *regionsyncv1alpha1.RolloutHalt
+	testenv.Eventually(t, "halted on the progress deadline, wave 1 keeping v2", 60*time.Second, func() error {
+		d := getShop(t, c)
+		st := d.Status.Rollout
+		cond := meta.FindStatusCondition(d.Status.Conditions, regionsyncv1alpha1.DistributionHalted)
+		if st == nil || st.Halt == nil || st.Halt.Reason != regionsyncv1alpha1.ReasonProgressDeadlineExceeded || !slices.Equal(st.Halt.Regions, []string{"r2"}) || st.Halt.RolledBack ||
+			cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != regionsyncv1alpha1.ReasonRolloutHalted {
+			return fmt.Errorf("rollout %+v, Halted %+v", st, cond)
+		}
+		halt = st.Halt
+		return wantPlans(c, map[string]string{"r1": "v2", "r2": "v2", "r3": "v1", "r4": "v1"})
+	})
+	if d := testutil.ToFloat64(hub.RolloutHalts.WithLabelValues("Halt")) - halts; d != 1 {
+		t.Errorf("regionsync_hub_rollout_halts_total{action=Halt} grew by %v, want 1", d)
+	}
+	agents.hold("r2", false)
+	testenv.Consistently(t, "halted: wave 2 never written, although r2 is healthy now", 3*time.Second, func() error {
+		return wantPlans(c, map[string]string{"r1": "v2", "r2": "v2", "r3": "v1", "r4": "v1"})
+	})
+	// A retry continues: wave 1 is healthy, so wave 2 follows after the soak.
+	setSpec(t, c, func(d *regionsyncv1alpha1.Distribution) {
+		d.Annotations = map[string]string{keys.RetryRollout: halt.Since.Add(time.Second).UTC().Format(time.RFC3339)}
+	})
+	testenv.Eventually(t, "v2 everywhere after the retry", 60*time.Second, func() error {
+		if err := wantPlans(c, map[string]string{"r1": "v2", "r2": "v2", "r3": "v2", "r4": "v2"}); err != nil {
+			return err
+		}
+		if st := rolloutOf(t, c); st.CurrentRevision != st.UpdateRevision || st.Halt != nil {
+			return fmt.Errorf("rollout %+v", st)
+		}
+		return nil
+	})
+}
