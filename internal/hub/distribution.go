@@ -91,6 +91,10 @@ type DistributionReconciler struct {
 	lastStatus map[types.NamespacedName]time.Time
 	totals     distributionTotals
 	health     healthRules
+	// rolloutPosted dedupes the rollout's Events, haltsWritten remembers the halts written
+	// until the cache shows them (rollout_deploy.go).
+	rolloutPosted map[types.NamespacedName]postedEvents
+	haltsWritten  map[types.NamespacedName]writtenHalt
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
@@ -186,6 +190,8 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.totals.forget(req.NamespacedName)
 			r.mu.Lock()
 			delete(r.lastStatus, req.NamespacedName)
+			delete(r.rolloutPosted, req.NamespacedName)
+			delete(r.haltsWritten, req.NamespacedName)
 			r.mu.Unlock()
 			return ctrl.Result{}, nil
 		}
@@ -214,10 +220,14 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	st := ComputeStatus(d, in, r.Now())
+	setRolloutStatus(&st, d, in.Rollout) // rollout_deploy.go
 	r.totals.set(req.NamespacedName, st.Counts)
 	after, err := r.writeStatus(ctx, d, st)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if in.Rollout != nil {
+		after = minPositive(after, in.Rollout.RequeueAfter)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -238,15 +248,8 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		selected, specErr = Selected(d.Spec.Placement, regions.Items)
 	}
 	// The objects this Distribution has, of its template's kind and of the kind it placed before.
-	kinds := []schema.GroupVersionKind{}
-	if t != nil {
-		kinds = append(kinds, t.GVK)
-	}
-	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
-		kinds = append(kinds, prev)
-	}
 	existing := map[schema.GroupVersionKind]map[string]*unstructured.Unstructured{}
-	for _, gvk := range kinds {
+	for _, gvk := range placedKinds(d, t) {
 		objs, err := r.owned(ctx, d, gvk)
 		if err != nil {
 			return in, err
@@ -269,7 +272,13 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	in.Selected = len(selected)
 	in.PlacedKind = t.GVK.GroupVersion().String() + "/" + t.GVK.Kind
 	keep := map[string]bool{} // regions whose object of the template's kind stays
-	for _, tg := range Place(d, t, selected, regions.Items, r.Keys) {
+	// The rollout decides which revision each region gets (rollout_deploy.go).
+	targets, rollout, err := r.rolloutTargets(ctx, d, t, selected, regions.Items, existing[t.GVK])
+	if err != nil {
+		return in, err
+	}
+	in.Rollout = rollout
+	for _, tg := range targets {
 		if tg.Object == nil {
 			in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
 			if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || existing[t.GVK][tg.Region] != nil {
@@ -413,6 +422,9 @@ func (r *DistributionReconciler) delete(ctx context.Context, w writer, o *unstru
 // names the field.
 func (r *DistributionReconciler) parseSpec(d *regionsyncv1alpha1.Distribution) (*Template, writer, error) {
 	t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	if err == nil {
+		err = ValidateStrategy(d.Spec.Strategy) // rollout_deploy.go
+	}
 	if err != nil {
 		return t, writer{}, err
 	}
@@ -455,13 +467,8 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	if !controllerutil.ContainsFinalizer(d, r.Keys.HubFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	var kinds []schema.GroupVersionKind
-	if t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys); err == nil {
-		kinds = append(kinds, t.GVK)
-	}
-	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
-		kinds = append(kinds, prev)
-	}
+	t, _ := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	kinds := placedKinds(d, t)
 	var entries []regionsyncv1alpha1.DistributionRegionStatus
 	w, saErr := r.writer(d)
 	rule, _ := r.health.get(d.Spec.Health)
@@ -528,7 +535,7 @@ func (r *DistributionReconciler) writeStatus(ctx context.Context, d *regionsyncv
 	r.mu.Lock()
 	last := r.lastStatus[key]
 	r.mu.Unlock()
-	if wait := StatusInterval - now.Sub(last); wait > 0 {
+	if wait := StatusInterval - now.Sub(last); wait > 0 && !rolloutMilestone(&d.Status, &st) {
 		return wait, nil
 	}
 	orig := d.DeepCopy()
@@ -579,6 +586,19 @@ func toAny(m map[string]string) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// placedKinds are the kinds of a Distribution's per-region objects: its template's (t, when it
+// parses) and the one it placed before (status.placedKind).
+func placedKinds(d *regionsyncv1alpha1.Distribution, t *Template) []schema.GroupVersionKind {
+	var kinds []schema.GroupVersionKind
+	if t != nil {
+		kinds = append(kinds, t.GVK)
+	}
+	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
+		kinds = append(kinds, prev)
+	}
+	return kinds
 }
 
 // placedGVK parses status.placedKind ("group/version/Kind" or "version/Kind").

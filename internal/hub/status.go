@@ -107,6 +107,8 @@ type StatusInput struct {
 	ConfirmKey string
 	// InvalidHealthRule is why spec.health does not compile, or nil.
 	InvalidHealthRule error
+	// Rollout is the rollout phase's outcome (nil: nothing was decided).
+	Rollout *RolloutOutcome
 }
 
 // ComputeStatus builds a Distribution's status from a reconcile's findings and the previous
@@ -153,6 +155,8 @@ func ComputeStatus(d *regionsyncv1alpha1.Distribution, in StatusInput, now time.
 		case regionsyncv1alpha1.PlacementUnplaceable:
 			st.Counts.Unplaceable++
 			unplaceable = append(unplaceable, e.Region+" ("+e.Reason+")")
+		case regionsyncv1alpha1.PlacementPending:
+			// waits for its wave: nothing written yet
 		case regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.PlacementConflict:
 			st.Counts.Failed++
 			failed = append(failed, e.Region+": "+e.Message)
