@@ -75,6 +75,8 @@ fuzz: ## Run every fuzz target for FUZZTIME each (no control plane is started).
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzMapping -fuzztime $(FUZZTIME) ./internal/shard/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzOverlap -fuzztime $(FUZZTIME) ./internal/shard/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzRender -fuzztime $(FUZZTIME) ./internal/hub/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzHealthRule -fuzztime $(FUZZTIME) ./internal/hub/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzDecideRollout -fuzztime $(FUZZTIME) ./internal/hub/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzCompactRoundTrip -fuzztime $(FUZZTIME) ./internal/syncer/compact/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzStringPairs -fuzztime $(FUZZTIME) ./internal/syncer/compact/

@@ -4,6 +4,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // DeletionPolicy says what happens to a Distribution's per-region objects when the Distribution
@@ -32,6 +33,12 @@ const (
 	// DistributionRemovalHeld: the shrink guard holds removals of per-region objects until an
 	// operator confirms them (True is the bad state).
 	DistributionRemovalHeld = "RemovalHeld"
+	// DistributionProgressing: a rollout of the update revision is under way (True) or not
+	// (False: complete, halted or paused; the reason says which).
+	DistributionProgressing = "Progressing"
+	// DistributionHalted: the rollout stopped itself on failures (True is the bad state); the
+	// message names the regions, the condition and since when.
+	DistributionHalted = "Halted"
 )
 
 // Reasons of a Distribution's conditions.
@@ -57,9 +64,39 @@ const (
 	ReasonUnhealthy = "Unhealthy"
 	// ReasonAsExpected: nothing is degraded.
 	ReasonAsExpected = "AsExpected"
+	// ReasonInvalidHealthRule: spec.health does not compile (the message names the field);
+	// every copy's health is Unknown.
+	ReasonInvalidHealthRule = "InvalidHealthRule"
+	// ReasonHealthRuleError: spec.health failed on some copies (the message names the field
+	// and the regions); their health is Unknown.
+	ReasonHealthRuleError = "HealthRuleError"
 	// ReasonHeld and ReasonNotHeld: the shrink guard's state.
 	ReasonHeld    = "Held"
 	ReasonNotHeld = "NotHeld"
+
+	// Reasons of Progressing and Halted (and of status.rollout.halt).
+
+	// ReasonWaveInProgress: a wave is being written or waits for its regions to be healthy.
+	ReasonWaveInProgress = "WaveInProgress"
+	// ReasonSoaking: every region of the wave is healthy; the next starts after the soak.
+	ReasonSoaking = "Soaking"
+	// ReasonRolloutComplete: every region runs the update revision, healthy.
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonPaused: spec.paused holds the rollout where it is.
+	ReasonPaused = "Paused"
+	// ReasonRolloutHalted: the rollout halted on failures (see Halted).
+	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonRolledBack: the rollout halted and the updated regions were given the previous
+	// revision back.
+	ReasonRolledBack = "RolledBack"
+	// ReasonNotHalted: nothing is halted.
+	ReasonNotHalted = "NotHalted"
+	// ReasonRegionDown: a region of a started wave is not live (its Ready condition is Unknown,
+	// or it never reported).
+	ReasonRegionDown = "RegionDown"
+	// ReasonProgressDeadlineExceeded: a region of the wave was not healthy within
+	// spec.strategy.progressDeadline of the wave's start.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
 
 // PlacementState is the state of one region of a Distribution.
@@ -82,6 +119,9 @@ const (
 	// PlacementWaitingForRegion: the object is terminating and waits for the region's agent to
 	// delete its copy and release the finalizer.
 	PlacementWaitingForRegion PlacementState = "WaitingForRegion"
+	// PlacementPending: a progressive rollout has not reached the region's wave yet and the
+	// region has no revision to keep (nothing is written there yet).
+	PlacementPending PlacementState = "Pending"
 )
 
 // Reasons a region is Unplaceable (status.regions[].reason).
@@ -136,6 +176,120 @@ type DistributionSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// Health judges each region's copy by CEL rules instead of kstatus (the default). Either
+	// way a copy whose status reports an observedGeneration other than its own generation is
+	// InProgress.
+	// +optional
+	Health *HealthRule `json:"health,omitempty"`
+	// Strategy says how a change of what is placed (the template and the overrides: a revision)
+	// reaches the regions: all at once (All, the default) or wave by wave, each gated on the
+	// health of the previous one (Progressive).
+	// +optional
+	Strategy RolloutStrategy `json:"strategy,omitempty"`
+	// Paused holds a progressive rollout where it is: no wave starts and no region gets a new
+	// revision (a halt on failures still happens). Not the agents' per-object pause annotation.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// RolloutStrategyType is how a new revision reaches the regions.
+// +kubebuilder:validation:Enum=All;Progressive
+type RolloutStrategyType string
+
+const (
+	// RolloutAll writes a new revision to every region at once.
+	RolloutAll RolloutStrategyType = "All"
+	// RolloutProgressive writes a new revision wave by wave, each wave after the previous one
+	// has been healthy for the soak, halting on failures.
+	RolloutProgressive RolloutStrategyType = "Progressive"
+)
+
+// FailureAction is what a progressive rollout does when it halts.
+// +kubebuilder:validation:Enum=Halt;Rollback
+type FailureAction string
+
+const (
+	// FailureHalt stops the rollout: the regions already updated keep the new revision.
+	FailureHalt FailureAction = "Halt"
+	// FailureRollback stops the rollout and writes the previous revision back to the regions
+	// already updated.
+	FailureRollback FailureAction = "Rollback"
+)
+
+// RolloutStrategy configures how revisions are rolled out.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.waves) && has(self.maxConcurrency))",message="set at most one of waves and maxConcurrency"
+// +kubebuilder:validation:XValidation:rule="self.type == 'Progressive' || (!has(self.waves) && !has(self.maxConcurrency))",message="waves and maxConcurrency need type Progressive"
+type RolloutStrategy struct {
+	// Type is All (default: every region at once) or Progressive.
+	// +optional
+	// +kubebuilder:default=All
+	Type RolloutStrategyType `json:"type,omitempty"`
+	// Waves are the ordered waves of a progressive rollout: a region takes the first wave that
+	// selects it; the regions no wave selects form one last wave.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Waves []RolloutWave `json:"waves,omitempty"`
+	// MaxConcurrency, instead of waves, cuts the regions (sorted by name) into waves of this
+	// many regions: a count, or a percentage of the placed regions (rounded up, at least 1).
+	// Neither waves nor maxConcurrency: one region per wave.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
+	// Soak is how long every region of a wave must stay healthy before the next wave starts.
+	// +optional
+	// +kubebuilder:default="60s"
+	Soak *metav1.Duration `json:"soak,omitempty"`
+	// ProgressDeadline is how long, from a wave's start, each of its regions has to become
+	// healthy; a region that has not counts as a failure.
+	// +optional
+	// +kubebuilder:default="10m"
+	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
+	// MaxFailures is how many failed regions (a count, or a percentage of the placed regions,
+	// rounded down) the rollout tolerates as a whole; one more halts it. Default 0: the first
+	// failure halts.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:default=0
+	MaxFailures *intstr.IntOrString `json:"maxFailures,omitempty"`
+	// OnFailure is Halt (default) or Rollback.
+	// +optional
+	// +kubebuilder:default=Halt
+	OnFailure FailureAction `json:"onFailure,omitempty"`
+}
+
+// RolloutWave selects the regions of one wave, by name and/or by their labels (the union).
+type RolloutWave struct {
+	// Name of the wave, for people (events, status).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+	// Regions by name.
+	// +optional
+	// +listType=set
+	Regions []string `json:"regions,omitempty"`
+	// RegionSelector selects Regions by their labels.
+	// +optional
+	RegionSelector *metav1.LabelSelector `json:"regionSelector,omitempty"`
+}
+
+// HealthRule judges the health of a region's copy with CEL expressions (the Kubernetes CEL
+// library, as in ValidatingAdmissionPolicy) over the variable `object`: the per-region object as
+// management holds it, with the status its region uploaded and, as metadata.generation, the
+// copy's own generation. Failed is evaluated first, then Current; when neither is true the copy
+// is InProgress. An expression that does not compile, or fails on a copy, is reported in the
+// Degraded condition naming its field; that copy's health is then Unknown.
+type HealthRule struct {
+	// Current is true when the copy is healthy, e.g.
+	// `object.?status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True')`.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Current string `json:"current"`
+	// Failed is true when the copy has failed (Degraded, and a failure for rollouts), e.g.
+	// `object.?status.?phase.orValue('') == 'Failed'`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Failed string `json:"failed,omitempty"`
 }
 
 // Placement selects Regions by name and/or by their labels.
@@ -199,7 +353,7 @@ type DistributionCounts struct {
 	// Current regions: the copy in the region is of the per-region object's current generation.
 	// +optional
 	Current int32 `json:"current,omitempty"`
-	// Ready regions: current, and the copy's health (kstatus) is Current.
+	// Ready regions: current, and the copy's health (kstatus, or spec.health) is Current.
 	// +optional
 	Ready int32 `json:"ready,omitempty"`
 	// Unplaceable regions (see status.regions).
@@ -222,7 +376,8 @@ type DistributionRegionStatus struct {
 	Name string `json:"name,omitempty"`
 	// State of the region.
 	State PlacementState `json:"state"`
-	// Reason is a CamelCase reason (why Unplaceable or Failed).
+	// Reason is a CamelCase reason (why Unplaceable or Failed; HealthRuleError when spec.health
+	// could not judge the copy).
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// Message says it for people, naming the field at fault.
@@ -232,11 +387,13 @@ type DistributionRegionStatus struct {
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
 	// Current: the region's agent copied this generation down and its copy's status is of the
-	// copy's current generation (the generation annotations).
+	// copy's current generation (the generation annotations); for a kind without
+	// metadata.generation, the content the agent copied is the object's now (its applied-content
+	// hash).
 	// +optional
 	Current bool `json:"current,omitempty"`
-	// Health is the copy's kstatus (Current, InProgress, Failed, Terminating, Unknown), judged
-	// on the uploaded status against the copy's own generation.
+	// Health is the copy's kstatus (Current, InProgress, Failed, Terminating, Unknown), or
+	// spec.health's verdict, judged on the uploaded status against the copy's own generation.
 	// +optional
 	Health string `json:"health,omitempty"`
 	// LastTransitionTime is when State, Current or Health last changed.
@@ -244,12 +401,73 @@ type DistributionRegionStatus struct {
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 }
 
+// RolloutStatus is the state of the rollout of a Distribution's revisions.
+type RolloutStatus struct {
+	// CurrentRevision is the stable revision: the last one every region ran healthy (the one
+	// regions joining the placement get, and the one a rollback writes back).
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// UpdateRevision is the revision of the spec as it is now (a ControllerRevision's name).
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
+	// Wave is the wave in progress, from 1 (0: no rollout in progress).
+	// +optional
+	Wave int32 `json:"wave,omitempty"`
+	// Waves is the number of waves.
+	// +optional
+	Waves int32 `json:"waves,omitempty"`
+	// WaveName is the wave's name, when it has one.
+	// +optional
+	WaveName string `json:"waveName,omitempty"`
+	// WaveStartTime is when the wave in progress started.
+	// +optional
+	WaveStartTime *metav1.Time `json:"waveStartTime,omitempty"`
+	// WaveHealthyTime is since when every region of the wave in progress is healthy (the soak
+	// counts from it).
+	// +optional
+	WaveHealthyTime *metav1.Time `json:"waveHealthyTime,omitempty"`
+	// Updated regions carry the update revision.
+	// +optional
+	Updated int32 `json:"updated,omitempty"`
+	// Healthy regions are healthy for the update revision.
+	// +optional
+	Healthy int32 `json:"healthy,omitempty"`
+	// Failed regions count against maxFailures.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// Halt says why the rollout of the update revision halted; nil when it did not.
+	// +optional
+	Halt *RolloutHalt `json:"halt,omitempty"`
+}
+
+// RolloutHalt records a halted rollout.
+type RolloutHalt struct {
+	// Revision is the revision whose rollout halted: it is never applied again by itself (a
+	// new revision, or the retry annotation, starts a new rollout).
+	Revision string `json:"revision"`
+	// Regions that failed (at most 20 listed).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Regions []string `json:"regions,omitempty"`
+	// Reason is the failing condition (Unhealthy, RegionDown, ProgressDeadlineExceeded,
+	// ApplyFailed).
+	Reason string `json:"reason"`
+	// Message says it for people.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Since is when the rollout halted (a retry annotation must be later).
+	Since metav1.Time `json:"since"`
+	// RolledBack: the updated regions were given the previous revision back.
+	// +optional
+	RolledBack bool `json:"rolledBack,omitempty"`
+}
+
 // DistributionStatus is written by the hub.
 type DistributionStatus struct {
 	// ObservedGeneration is the Distribution generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Applied, Available, Degraded, RemovalHeld.
+	// Conditions: Applied, Available, Degraded, RemovalHeld, Progressing, Halted.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -271,6 +489,9 @@ type DistributionStatus struct {
 	// RegionsOmitted counts the regions not listed in Regions.
 	// +optional
 	RegionsOmitted int32 `json:"regionsOmitted,omitempty"`
+	// Rollout is the state of the rollout of revisions.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // Distribution places one object in many regions: the hub writes, per placed region, the object
@@ -285,6 +506,10 @@ type DistributionStatus struct {
 // +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.counts.current`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.counts.ready`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Wave",type=integer,JSONPath=`.status.rollout.wave`
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.rollout.updated`
+// +kubebuilder:printcolumn:name="Healthy",type=integer,JSONPath=`.status.rollout.healthy`
+// +kubebuilder:printcolumn:name="Halted",type=string,JSONPath=`.status.conditions[?(@.type=="Halted")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="a Distribution's name must fit a label value (at most 63 characters)"
 type Distribution struct {

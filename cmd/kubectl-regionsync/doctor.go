@@ -404,7 +404,7 @@ func (d *doctor) distributions(ctx context.Context, mc *clients) error {
 		dist := &items[i]
 		ref := fmt.Sprintf("Distribution %s/%s", dist.GetNamespace(), dist.GetName())
 		conds := unstructuredConditions(dist.Object)
-		if c := conds[conditionHalted]; c.Status == metav1.ConditionTrue {
+		if c := conds[regionsyncv1alpha1.DistributionHalted]; c.Status == metav1.ConditionTrue {
 			d.add(FindingDistributionHalted, ref, fmt.Sprintf("its rollout halted (%s): %s", c.Reason, orDash(c.Message)),
 				fmt.Sprintf("fix the cause in the failing regions (kubectl get distribution -n %s %s -o yaml: status.regions), then kubectl regionsync retry %s -n %s",
 					dist.GetNamespace(), dist.GetName(), dist.GetName(), dist.GetNamespace()))

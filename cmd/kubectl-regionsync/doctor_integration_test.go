@@ -263,7 +263,7 @@ func TestDoctor(t *testing.T) {
 		{"a halted Distribution", FindingDistributionHalted, "Distribution acme/halted",
 			func() {
 				f.distribution("halted", regionsyncv1alpha1.DistributionStatus{Conditions: []metav1.Condition{
-					{Type: conditionHalted, Status: metav1.ConditionTrue, Reason: "MaxFailuresExceeded", Message: "wave 1: region use failed"},
+					{Type: regionsyncv1alpha1.DistributionHalted, Status: metav1.ConditionTrue, Reason: "MaxFailuresExceeded", Message: "wave 1: region use failed"},
 				}})
 			},
 			[]string{"its rollout halted (MaxFailuresExceeded): wave 1: region use failed", "kubectl regionsync retry halted -n acme"}},
@@ -375,13 +375,16 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("pause of a Distribution wrote %s, which pauses the object, not the rollout", keys.Paused)
 		}
 		switch {
-		case hasPaused && err != nil:
-			t.Errorf("pause of a Distribution: %v\n%s", err, out)
+		case hasPaused && (err != nil || !d.Spec.Paused):
+			t.Errorf("pause of a Distribution: %v, spec.paused %v\n%s", err, d.Spec.Paused, out)
 		case !hasPaused && (err == nil || !strings.Contains(err.Error(), "no spec.paused")):
 			t.Errorf("pause of a Distribution whose CRD has no spec.paused: %v, want an error saying so", err)
 		}
 		if hasPaused {
 			p.mustRun("resume", "distribution/fine", "-n", "acme")
+			if err := mc.Get(bg, client.ObjectKey{Namespace: "acme", Name: "fine"}, d); err != nil || d.Spec.Paused {
+				t.Errorf("resume of a Distribution: %v, spec.paused %v", err, d.Spec.Paused)
+			}
 		}
 	})
 

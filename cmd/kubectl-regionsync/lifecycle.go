@@ -25,10 +25,6 @@ import (
 	"github.com/regionsync/regionsync/pkg/regionsync"
 )
 
-// retryRolloutKey is the hub's annotation on a Distribution whose halted rollout an operator
-// retries: an RFC 3339 time (docs/design.md, Hub and Distribution).
-func retryRolloutKey(domain string) string { return domain + "/retry-rollout" }
-
 func newRetryCommand(o *options) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
@@ -69,15 +65,16 @@ func (o *options) retry(ctx context.Context, name string, force bool) error {
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", ref, err)
 	}
-	if halted := unstructuredConditions(d.Object)[conditionHalted]; halted.Status != metav1.ConditionTrue && !force {
+	if halted := unstructuredConditions(d.Object)[regionsyncv1alpha1.DistributionHalted]; halted.Status != metav1.ConditionTrue && !force {
 		state := "no Halted condition"
 		if halted.Status != "" {
 			state = "Halted=" + string(halted.Status)
 		}
 		return fmt.Errorf("%s has not halted (%s): there is no halted rollout to retry (--force writes the annotation anyway)", ref, state)
 	}
-	key := retryRolloutKey(o.annotationDomain)
-	value := o.now().UTC().Format(time.RFC3339)
+	key := o.keys().RetryRollout
+	// To the nanosecond: a retry in the second the rollout halted is still after the halt.
+	value := o.now().UTC().Format(time.RFC3339Nano)
 	patch, err := annotationPatch(key, &value)
 	if err != nil {
 		return err

@@ -151,13 +151,6 @@ type distributionSummary struct {
 	NeedAttention []string `json:"needAttention,omitempty"`
 }
 
-// Condition types of a Distribution's rollout (the hub's rollout strategy); the others are the
-// API's (regionsyncv1alpha1.Distribution*).
-const (
-	conditionProgressing = "Progressing"
-	conditionHalted      = "Halted"
-)
-
 // summarizeDistributions counts Distributions (unstructured, so that conditions a newer hub
 // adds are read too) by their conditions.
 func summarizeDistributions(items []unstructured.Unstructured) *distributionSummary {
@@ -165,12 +158,12 @@ func summarizeDistributions(items []unstructured.Unstructured) *distributionSumm
 	for _, d := range items {
 		conds := unstructuredConditions(d.Object)
 		available := conds[regionsyncv1alpha1.DistributionAvailable]
-		if conds[conditionProgressing].Status == metav1.ConditionTrue ||
+		if conds[regionsyncv1alpha1.DistributionProgressing].Status == metav1.ConditionTrue ||
 			available.Status != "" && available.Status != metav1.ConditionTrue && available.Reason == regionsyncv1alpha1.ReasonProgressing {
 			s.Progressing++
 		}
 		attention := false
-		for t, n := range map[string]*int{conditionHalted: &s.Halted, regionsyncv1alpha1.DistributionDegraded: &s.Degraded, regionsyncv1alpha1.DistributionRemovalHeld: &s.RemovalHeld} {
+		for t, n := range map[string]*int{regionsyncv1alpha1.DistributionHalted: &s.Halted, regionsyncv1alpha1.DistributionDegraded: &s.Degraded, regionsyncv1alpha1.DistributionRemovalHeld: &s.RemovalHeld} {
 			if conds[t].Status == metav1.ConditionTrue {
 				*n++
 				attention = true
@@ -259,7 +252,7 @@ type regionDistributions struct {
 func distributionsPerRegion(items []unstructured.Unstructured) map[string]*regionDistributions {
 	out := map[string]*regionDistributions{}
 	for i := range items {
-		halted := unstructuredConditions(items[i].Object)[conditionHalted].Status == metav1.ConditionTrue
+		halted := unstructuredConditions(items[i].Object)[regionsyncv1alpha1.DistributionHalted].Status == metav1.ConditionTrue
 		regions, _, _ := unstructured.NestedSlice(items[i].Object, "status", "regions")
 		for _, r := range regions {
 			m, _ := r.(map[string]any)

@@ -575,6 +575,21 @@ func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Regi
 	} else if !deleting {
 		e.problem(VerdictNotClaimed, topicClaim, fmt.Sprintf("not claimed: no finalizer %s yet (the agent of region %s has not synced it)", k.Finalizer, e.Region))
 	}
+	e.currentFinding(k, obj, cp, deleting)
+	if cp != nil {
+		if d := drift(obj, cp); d != "" {
+			e.Drift = d
+			e.add(topicDrift, false, "the copy differs from management (see the diff); under Replace the agent reverts it unless paused or fighting, under Apply fields of regional controllers stay")
+		} else {
+			e.add(topicDrift, true, "the copy's content is management's")
+		}
+	}
+	e.set(VerdictSynced, fmt.Sprintf("synced to region %s and current", e.Region))
+}
+
+// currentFinding says whether the region's copy is current: the generation annotations, and for a
+// kind without metadata.generation the applied-content hash.
+func (e *explanation) currentFinding(k shard.Keys, obj, cp *unstructured.Unstructured, deleting bool) {
 	gen := obj.GetGeneration()
 	copied, copiedOK := obj.GetAnnotations()[k.RemoteGeneration]
 	switch {
@@ -586,18 +601,14 @@ func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Regi
 		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: management generation %d, copied %s, the copy's generation %d, recorded %s", gen, copied, cp.GetGeneration(), obj.GetAnnotations()[k.LocalGeneration]))
 	case copied != fmt.Sprint(gen):
 		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: management generation %d, last copied %s", gen, copied))
+	case gen == 0 && obj.GetAnnotations()[k.AppliedHash] != k.AppliedContentHash(obj):
+		// A kind without metadata.generation: the hash of the content copied tells.
+		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: the content changed since the agent last copied it (%s is not the hash of the object now; an agent that records none cannot tell)", k.AppliedHash))
+	case gen == 0:
+		e.add(topicCurrent, true, fmt.Sprintf("current: the content copied down is the object's now (%s)", k.AppliedHash))
 	default:
 		e.add(topicCurrent, true, fmt.Sprintf("current: generation %d copied down (copy generation %s)", gen, obj.GetAnnotations()[k.LocalGeneration]))
 	}
-	if cp != nil {
-		if d := drift(obj, cp); d != "" {
-			e.Drift = d
-			e.add(topicDrift, false, "the copy differs from management (see the diff); under Replace the agent reverts it unless paused or fighting, under Apply fields of regional controllers stay")
-		} else {
-			e.add(topicDrift, true, "the copy's content is management's")
-		}
-	}
-	e.set(VerdictSynced, fmt.Sprintf("synced to region %s and current", e.Region))
 }
 
 // copyText describes the copy: its key, generation and age, and the agent's marks on it.

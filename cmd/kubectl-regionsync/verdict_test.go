@@ -280,6 +280,47 @@ func TestExplainVerdicts(t *testing.T) {
 	}
 }
 
+// A kind without metadata.generation (ConfigMap): current when the agent's applied-content hash
+// is the hash of the object now; not current once the content changed, or without a hash.
+func TestExplainKindWithoutGeneration(t *testing.T) {
+	cm := func(color string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"color": color}}}
+		u.SetNamespace("acme")
+		u.SetName("settings-use")
+		u.SetUID("uid-1")
+		u.SetLabels(map[string]string{"regionsync.dev/region": "use"})
+		u.SetFinalizers([]string{testKeys.Finalizer})
+		u.SetAnnotations(map[string]string{testKeys.RemoteGeneration: "0", testKeys.LocalGeneration: "0"})
+		for _, m := range mutate {
+			m(u)
+		}
+		return u
+	}
+	applied := withAnnotation(testKeys.AppliedHash, testKeys.AppliedContentHash(cm("blue")))
+	fleet := fleetOf([]*shardRecord{liveShard("use", "-use", func(s *shardRecord) { s.Def.Kinds = []string{"ConfigMap"} })}, readyRegion("use"))
+	for name, tc := range map[string]struct {
+		obj     *unstructured.Unstructured
+		verdict string
+		want    string
+	}{
+		"copied as it is":        {cm("blue", applied), VerdictSynced, "current: the content copied down is the object's now"},
+		"changed since the copy": {cm("green", applied), VerdictNotCurrent, "the content changed since the agent last copied it"},
+		"no hash recorded":       {cm("blue"), VerdictNotCurrent, "an agent that records none cannot tell"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := explain(explainInput{Object: tc.obj, Fleet: fleet, Keys: testKeys, Kind: "ConfigMap", Now: testNow,
+				Namespace: tc.obj.GetNamespace(), Name: tc.obj.GetName()})
+			text := e.Summary
+			for _, f := range e.Findings {
+				text += "\n" + f.Text
+			}
+			if e.Verdict != tc.verdict || !strings.Contains(text, tc.want) {
+				t.Errorf("verdict %s, want %s containing %q:\n%s", e.Verdict, tc.verdict, tc.want, text)
+			}
+		})
+	}
+}
+
 // A copy found in the region whose management object is gone: its deletion held by the budget.
 func TestExplainOrphanCopyHeld(t *testing.T) {
 	gone := syncedTenant("acme", "web-use", "use")

@@ -349,7 +349,9 @@ func TestHubBase(t *testing.T) {
 	if imp == nil {
 		t.Fatal("no ClusterRole regionsync-hub-impersonate")
 	}
-	if rules := nested(imp, "rules").([]any); len(rules) != 1 || fmt.Sprint(rules[0]) != fmt.Sprint(map[string]any{"apiGroups": []any{""}, "resources": []any{"serviceaccounts"}, "verbs": []any{"impersonate"}}) {
+	// Besides impersonation, only the Distributions' revisions (ControllerRevisions) in the bound namespace.
+	if rules := nested(imp, "rules").([]any); len(rules) != 2 || fmt.Sprint(rules[0]) != fmt.Sprint(map[string]any{"apiGroups": []any{""}, "resources": []any{"serviceaccounts"}, "verbs": []any{"impersonate"}}) ||
+		fmt.Sprint(rules[1]) != fmt.Sprint(map[string]any{"apiGroups": []any{"apps"}, "resources": []any{"controllerrevisions"}, "verbs": []any{"create", "patch", "delete"}}) {
 		t.Errorf("regionsync-hub-impersonate rules %v", rules)
 	}
 	for _, o := range objs {

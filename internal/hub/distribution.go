@@ -90,6 +90,11 @@ type DistributionReconciler struct {
 	applied    map[string]string // object key → hash of what was last applied
 	lastStatus map[types.NamespacedName]time.Time
 	totals     distributionTotals
+	health     healthRules
+	// rolloutPosted dedupes the rollout's Events, haltsWritten remembers the halts written
+	// until the cache shows them (rollout_deploy.go).
+	rolloutPosted map[types.NamespacedName]postedEvents
+	haltsWritten  map[types.NamespacedName]writtenHalt
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
@@ -185,6 +190,8 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			r.totals.forget(req.NamespacedName)
 			r.mu.Lock()
 			delete(r.lastStatus, req.NamespacedName)
+			delete(r.rolloutPosted, req.NamespacedName)
+			delete(r.haltsWritten, req.NamespacedName)
 			r.mu.Unlock()
 			return ctrl.Result{}, nil
 		}
@@ -213,10 +220,14 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	st := ComputeStatus(d, in, r.Now())
+	setRolloutStatus(&st, d, in.Rollout) // rollout_deploy.go
 	r.totals.set(req.NamespacedName, st.Counts)
 	after, err := r.writeStatus(ctx, d, st)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if in.Rollout != nil {
+		after = minPositive(after, in.Rollout.RequeueAfter)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -225,6 +236,8 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // that left the placement. A spec that cannot be rendered changes nothing.
 func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alpha1.Distribution) (StatusInput, error) {
 	in := StatusInput{PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}
+	rule, ruleErr := r.health.get(d.Spec.Health)
+	in.InvalidHealthRule = ruleErr
 	t, w, specErr := r.parseSpec(d)
 	var regions regionsyncv1alpha1.RegionList
 	if err := r.Client.List(ctx, &regions); err != nil {
@@ -235,15 +248,8 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		selected, specErr = Selected(d.Spec.Placement, regions.Items)
 	}
 	// The objects this Distribution has, of its template's kind and of the kind it placed before.
-	kinds := []schema.GroupVersionKind{}
-	if t != nil {
-		kinds = append(kinds, t.GVK)
-	}
-	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
-		kinds = append(kinds, prev)
-	}
 	existing := map[schema.GroupVersionKind]map[string]*unstructured.Unstructured{}
-	for _, gvk := range kinds {
+	for _, gvk := range placedKinds(d, t) {
 		objs, err := r.owned(ctx, d, gvk)
 		if err != nil {
 			return in, err
@@ -257,7 +263,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		}
 		for _, objs := range existing {
 			for region, o := range objs {
-				e := entryFor(o, region, r.Keys)
+				e := entryFor(o, region, r.Keys, rule)
 				in.Entries = append(in.Entries, e)
 			}
 		}
@@ -266,7 +272,13 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	in.Selected = len(selected)
 	in.PlacedKind = t.GVK.GroupVersion().String() + "/" + t.GVK.Kind
 	keep := map[string]bool{} // regions whose object of the template's kind stays
-	for _, tg := range Place(d, t, selected, regions.Items, r.Keys) {
+	// The rollout decides which revision each region gets (rollout_deploy.go).
+	targets, rollout, err := r.rolloutTargets(ctx, d, t, selected, regions.Items, existing[t.GVK])
+	if err != nil {
+		return in, err
+	}
+	in.Rollout = rollout
+	for _, tg := range targets {
 		if tg.Object == nil {
 			in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
 			if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || existing[t.GVK][tg.Region] != nil {
@@ -293,7 +305,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 				continue
 			}
 			if o.GetDeletionTimestamp() != nil {
-				in.Entries = append(in.Entries, entryFor(o, region, r.Keys))
+				in.Entries = append(in.Entries, entryFor(o, region, r.Keys, rule))
 				continue
 			}
 			remove = append(remove, o)
@@ -311,7 +323,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 				"removing %d of %d per-region objects is held by the shrink guard; confirm with %s=<RFC 3339 time>", len(remove), total, r.Keys.ConfirmRemovalsBefore)
 		}
 		for _, o := range remove {
-			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys)
+			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
 			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementRemovalHeld, regionsyncv1alpha1.ReasonHeld, "the region left the placement; the removal is held by the shrink guard"
 			in.Entries = append(in.Entries, e)
 		}
@@ -319,7 +331,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	}
 	removed := 0
 	for _, o := range remove {
-		e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys)
+		e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
 		e.State = regionsyncv1alpha1.PlacementRemoving
 		if err := r.delete(ctx, w, o); err != nil {
 			e.Message = err.Error()
@@ -342,6 +354,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
 	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
 	hash := jsonvalue.Hash(obj.Object)
+	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
 	if existing == nil {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(obj.GroupVersionKind())
@@ -366,8 +379,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	same := r.applied[key] == hash
 	r.mu.Unlock()
 	if existing != nil && same && inSync(obj, existing) {
-		o := Observe(existing, r.Keys)
-		e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+		Observe(existing, r.Keys, rule).into(&e)
 		return e
 	}
 	ctx, span := r.Tracer.Start(ctx, "apply", trace.WithAttributes(attribute.String("regionsync.object", key)))
@@ -390,8 +402,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	r.mu.Lock()
 	r.applied[key] = hash
 	r.mu.Unlock()
-	o := Observe(written, r.Keys)
-	e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+	Observe(written, r.Keys, rule).into(&e)
 	return e
 }
 
@@ -411,6 +422,9 @@ func (r *DistributionReconciler) delete(ctx context.Context, w writer, o *unstru
 // names the field.
 func (r *DistributionReconciler) parseSpec(d *regionsyncv1alpha1.Distribution) (*Template, writer, error) {
 	t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	if err == nil {
+		err = ValidateStrategy(d.Spec.Strategy) // rollout_deploy.go
+	}
 	if err != nil {
 		return t, writer{}, err
 	}
@@ -453,15 +467,11 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	if !controllerutil.ContainsFinalizer(d, r.Keys.HubFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	var kinds []schema.GroupVersionKind
-	if t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys); err == nil {
-		kinds = append(kinds, t.GVK)
-	}
-	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
-		kinds = append(kinds, prev)
-	}
+	t, _ := ParseTemplate(d.Spec.Template.Raw, r.Keys)
+	kinds := placedKinds(d, t)
 	var entries []regionsyncv1alpha1.DistributionRegionStatus
 	w, saErr := r.writer(d)
+	rule, _ := r.health.get(d.Spec.Health)
 	for _, gvk := range kinds {
 		objs, err := r.owned(ctx, d, gvk)
 		if errors.Is(err, errNotSynced) {
@@ -471,7 +481,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 			return ctrl.Result{}, err
 		}
 		for region, o := range objs {
-			e := entryFor(o, region, r.Keys)
+			e := entryFor(o, region, r.Keys, rule)
 			switch {
 			case saErr != nil:
 				// Nothing can be written: the status says why (naming the field) and lists what is left.
@@ -525,7 +535,7 @@ func (r *DistributionReconciler) writeStatus(ctx context.Context, d *regionsyncv
 	r.mu.Lock()
 	last := r.lastStatus[key]
 	r.mu.Unlock()
-	if wait := StatusInterval - now.Sub(last); wait > 0 {
+	if wait := StatusInterval - now.Sub(last); wait > 0 && !rolloutMilestone(&d.Status, &st) {
 		return wait, nil
 	}
 	orig := d.DeepCopy()
@@ -543,12 +553,9 @@ func (r *DistributionReconciler) writeStatus(ctx context.Context, d *regionsyncv
 }
 
 // entryFor is the status entry of an existing per-region object.
-func entryFor(o *unstructured.Unstructured, region string, keys shard.Keys) regionsyncv1alpha1.DistributionRegionStatus {
-	obs := Observe(o, keys)
-	e := regionsyncv1alpha1.DistributionRegionStatus{
-		Region: region, Name: o.GetName(), State: regionsyncv1alpha1.PlacementApplied,
-		Generation: obs.Generation, Current: obs.Current, Health: obs.Health,
-	}
+func entryFor(o *unstructured.Unstructured, region string, keys shard.Keys, rule *HealthRule) regionsyncv1alpha1.DistributionRegionStatus {
+	e := regionsyncv1alpha1.DistributionRegionStatus{Region: region, Name: o.GetName(), State: regionsyncv1alpha1.PlacementApplied}
+	Observe(o, keys, rule).into(&e)
 	if o.GetDeletionTimestamp() != nil {
 		e.State = regionsyncv1alpha1.PlacementRemoving
 		if len(o.GetFinalizers()) > 0 {
@@ -579,6 +586,19 @@ func toAny(m map[string]string) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// placedKinds are the kinds of a Distribution's per-region objects: its template's (t, when it
+// parses) and the one it placed before (status.placedKind).
+func placedKinds(d *regionsyncv1alpha1.Distribution, t *Template) []schema.GroupVersionKind {
+	var kinds []schema.GroupVersionKind
+	if t != nil {
+		kinds = append(kinds, t.GVK)
+	}
+	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
+		kinds = append(kinds, prev)
+	}
+	return kinds
 }
 
 // placedGVK parses status.placedKind ("group/version/Kind" or "version/Kind").

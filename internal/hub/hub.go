@@ -167,7 +167,8 @@ func (w *kindWarmer) Start(ctx context.Context) error {
 }
 
 // builderRegionPredicates lets through Region creations, deletions and changes of spec or
-// labels: not the agents' status heartbeats.
+// labels, and of liveness (rollouts count a region down as a failure): not the agents' status
+// heartbeats.
 func builderRegionPredicates() builder.WatchesOption {
-	return builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))
+	return builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, regionLivenessChanged()))
 }

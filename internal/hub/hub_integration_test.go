@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +56,13 @@ func TestMain(m *testing.M) {
 // cluster) with the RBAC deploy/kustomize/hub ships (so the shipped rights are proven enough).
 func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 	t.Helper()
+	installHubRBAC(t, mgmt)
+	t.Cleanup(runHub(t, mgmt, o))
+}
+
+// installHubRBAC creates the hub's namespace, ServiceAccount and RBAC as deploy/kustomize/hub ships them.
+func installHubRBAC(t *testing.T, mgmt *testenv.Cluster) {
+	t.Helper()
 	objs, err := deploy.Render("../../deploy/kustomize/hub")
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +78,11 @@ func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 			}
 		}
 	}
+}
+
+// runHub starts one hub process (a manager as the hub's ServiceAccount) and returns what stops it.
+func runHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) (stop func()) {
+	t.Helper()
 	cfg, err := mgmt.ServiceAccountTokenConfig(context.Background(), "regionsync-system", "regionsync-hub")
 	if err != nil {
 		t.Fatal(err)
@@ -89,12 +102,15 @@ func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("hub manager: %v", err)
-		}
-	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("hub manager: %v", err)
+			}
+		})
+	}
 }
 
 // tenantWriter is what an operator sets up in a tenant namespace for the hub (docs/operations.md):

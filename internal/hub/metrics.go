@@ -46,7 +46,7 @@ var registerOnce sync.Once
 
 // Collectors are the hub's metrics.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{Regions, Distributions, HeartbeatMissed, ApplyErrors}
+	return append([]prometheus.Collector{Regions, Distributions, HeartbeatMissed, ApplyErrors}, rolloutCollectors()...)
 }
 
 // registerMetrics registers the hub's metrics in controller-runtime's registry, once per process.

@@ -262,7 +262,7 @@ func TestObserve(t *testing.T) {
 			if tc.status != nil {
 				obj["status"] = tc.status
 			}
-			o := Observe(&unstructured.Unstructured{Object: obj}, testKeys)
+			o := Observe(&unstructured.Unstructured{Object: obj}, testKeys, nil)
 			if o.Current != tc.current || o.Health != tc.health || o.Generation != 4 {
 				t.Errorf("Observe = %+v, want current %v health %s", o, tc.current, tc.health)
 			}

@@ -24,20 +24,32 @@ type Observation struct {
 	// Current: the region's agent copied this generation down (D/sync-remote-generation) and
 	// the uploaded status, where the kind reports status.observedGeneration, is of the copy's
 	// generation after that write (D/sync-local-generation): docs/design.md#generation-annotations.
+	// For a kind without metadata.generation (ConfigMap): the hash of the content the agent
+	// copied (D/sync-applied-hash) is the hash of the object's content now.
 	Current bool
-	// Health is the copy's kstatus, judged on the uploaded status against the copy's own
-	// generation (the management object's generation is another counter).
+	// Health is the copy's kstatus, or the Distribution's health rule's verdict, judged on the
+	// uploaded status against the copy's own generation (the management object's generation is
+	// another counter).
 	Health string
+	// HealthError is why the health rule could not judge the copy (naming its field), or "".
+	HealthError string
 }
 
-// Observe reads the generation annotations and the uploaded status of a per-region object.
-func Observe(u *unstructured.Unstructured, keys shard.Keys) Observation {
+// Observe reads the generation annotations, the applied-content hash and the uploaded status of
+// a per-region object; rule (nil: kstatus) judges the copy's health.
+func Observe(u *unstructured.Unstructured, keys shard.Keys, rule *HealthRule) Observation {
 	o := Observation{Generation: u.GetGeneration(), Health: string(kstatus.UnknownStatus)}
 	a := u.GetAnnotations()
 	local, err := strconv.ParseInt(a[keys.LocalGeneration], 10, 64)
 	copied := err == nil && a[keys.RemoteGeneration] == strconv.FormatInt(o.Generation, 10)
 	observed, found, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-	o.Current = copied && (!found || observed == local)
+	if o.Generation == 0 {
+		// No metadata.generation: the generations stay 0, the content hash tells.
+		applied := a[keys.AppliedHash]
+		o.Current = copied && applied != "" && applied == keys.AppliedContentHash(u)
+	} else {
+		o.Current = copied && (!found || observed == local)
+	}
 	if u.GetDeletionTimestamp() != nil {
 		o.Health = string(kstatus.TerminatingStatus)
 		return o
@@ -47,10 +59,30 @@ func Observe(u *unstructured.Unstructured, keys shard.Keys) Observation {
 	}
 	asCopy := u.DeepCopy()
 	asCopy.SetGeneration(local)
-	if r, err := kstatus.Compute(asCopy); err == nil {
-		o.Health = string(r.Status)
+	switch {
+	case rule == nil:
+		if r, err := kstatus.Compute(asCopy); err == nil {
+			o.Health = string(r.Status)
+		}
+	case found && observed != local:
+		o.Health = string(kstatus.InProgressStatus) // the copy's controller has not seen its spec yet
+	default:
+		h, err := rule.Judge(asCopy.Object)
+		o.Health = string(h)
+		if err != nil {
+			o.HealthError = err.Error()
+		}
 	}
 	return o
+}
+
+// into sets an entry's generation, currentness and health; a health rule's error becomes its
+// reason and message.
+func (o Observation) into(e *regionsyncv1alpha1.DistributionRegionStatus) {
+	e.Generation, e.Current, e.Health = o.Generation, o.Current, o.Health
+	if o.HealthError != "" {
+		e.Reason, e.Message = regionsyncv1alpha1.ReasonHealthRuleError, o.HealthError
+	}
 }
 
 // Ready reports whether a region's entry is placed, current and healthy.
@@ -73,6 +105,10 @@ type StatusInput struct {
 	PlacedKind string
 	// ConfirmKey is the annotation that confirms held removals (for the message).
 	ConfirmKey string
+	// InvalidHealthRule is why spec.health does not compile, or nil.
+	InvalidHealthRule error
+	// Rollout is the rollout phase's outcome (nil: nothing was decided).
+	Rollout *RolloutOutcome
 }
 
 // ComputeStatus builds a Distribution's status from a reconcile's findings and the previous
@@ -92,7 +128,7 @@ func ComputeStatus(d *regionsyncv1alpha1.Distribution, in StatusInput, now time.
 	}
 	entries := slices.Clone(in.Entries)
 	slices.SortFunc(entries, func(a, b regionsyncv1alpha1.DistributionRegionStatus) int { return strings.Compare(a.Region, b.Region) })
-	var failed, unplaceable, unhealthy []string
+	var failed, unplaceable, unhealthy, ruleErrors []string
 	st.Counts.Selected = int32(in.Selected)
 	for i := range entries {
 		e := &entries[i]
@@ -113,9 +149,14 @@ func ComputeStatus(d *regionsyncv1alpha1.Distribution, in StatusInput, now time.
 			if e.Health == string(kstatus.FailedStatus) {
 				unhealthy = append(unhealthy, e.Region)
 			}
+			if e.Reason == regionsyncv1alpha1.ReasonHealthRuleError {
+				ruleErrors = append(ruleErrors, e.Region+": "+e.Message)
+			}
 		case regionsyncv1alpha1.PlacementUnplaceable:
 			st.Counts.Unplaceable++
 			unplaceable = append(unplaceable, e.Region+" ("+e.Reason+")")
+		case regionsyncv1alpha1.PlacementPending:
+			// waits for its wave: nothing written yet
 		case regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.PlacementConflict:
 			st.Counts.Failed++
 			failed = append(failed, e.Region+": "+e.Message)
@@ -134,12 +175,18 @@ func ComputeStatus(d *regionsyncv1alpha1.Distribution, in StatusInput, now time.
 	}
 	st.RegionsOmitted = int32(len(entries) - len(st.Regions))
 
-	setConditions(&st, d.Generation, in, entries, failed, unplaceable, unhealthy)
+	setConditions(&st, d.Generation, in, entries, findings{failed: failed, unplaceable: unplaceable, unhealthy: unhealthy, ruleErrors: ruleErrors})
 	return st
 }
 
+// findings are the regions, by what is wrong with them, each "region: why" or "region (why)".
+type findings struct {
+	failed, unplaceable, unhealthy, ruleErrors []string
+}
+
 // setConditions sets Applied, Available, Degraded and RemovalHeld from the counts and findings.
-func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, in StatusInput, entries []regionsyncv1alpha1.DistributionRegionStatus, failed, unplaceable, unhealthy []string) {
+func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, in StatusInput, entries []regionsyncv1alpha1.DistributionRegionStatus, f findings) {
+	failed, unplaceable, unhealthy := f.failed, f.unplaceable, f.unhealthy
 	set := func(t string, ok bool, reason, msg string) {
 		s := metav1.ConditionFalse
 		if ok {
@@ -169,16 +216,22 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 		set(regionsyncv1alpha1.DistributionAvailable, true, regionsyncv1alpha1.ReasonAvailable, fmt.Sprintf("%d regions current and ready", c.Ready))
 	case c.Placed == 0:
 		set(regionsyncv1alpha1.DistributionAvailable, false, regionsyncv1alpha1.ReasonNoRegions, "placed in no region")
+	case in.InvalidHealthRule != nil:
+		set(regionsyncv1alpha1.DistributionAvailable, false, regionsyncv1alpha1.ReasonInvalidHealthRule, fmt.Sprintf("%d of %d placed regions current; no health is known: %v", c.Current, c.Placed, in.InvalidHealthRule))
 	default:
 		set(regionsyncv1alpha1.DistributionAvailable, false, regionsyncv1alpha1.ReasonProgressing, fmt.Sprintf("%d of %d placed regions current, %d ready", c.Current, c.Placed, c.Ready))
 	}
 	switch {
 	case in.InvalidSpec != nil:
 		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonInvalidSpec, in.InvalidSpec.Error())
+	case in.InvalidHealthRule != nil:
+		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonInvalidHealthRule, in.InvalidHealthRule.Error()+"; every copy's health is Unknown")
 	case len(failed) > 0:
 		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonApplyFailed, summary(failed))
 	case len(unplaceable) > 0:
 		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonUnplaceable, "unplaceable: "+summary(unplaceable))
+	case len(f.ruleErrors) > 0:
+		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonHealthRuleError, "the health rule failed in: "+summary(f.ruleErrors))
 	case len(unhealthy) > 0:
 		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonUnhealthy, "copies failed in: "+summary(unhealthy))
 	default:

@@ -58,6 +58,12 @@ type Keys struct {
 	// ConfirmRemovalsBefore (on a Distribution) is an RFC 3339 time: removals the shrink guard
 	// holds since before it go ahead.
 	ConfirmRemovalsBefore string
+	// Revision (on per-region objects) names the Distribution revision (a ControllerRevision)
+	// the object was rendered from: a rollout's state is rebuilt from it.
+	Revision string
+	// RetryRollout (on a Distribution) is an RFC 3339 time: a rollout halted before it starts
+	// again from its first wave.
+	RetryRollout string
 }
 
 // NewKeys returns the keys of an annotation domain.
@@ -82,6 +88,8 @@ func NewKeys(domain string) Keys {
 		Distribution:           k("distribution"),
 		HubFinalizer:           k("hub"),
 		ConfirmRemovalsBefore:  k("confirm-removals-before"),
+		Revision:               k("revision"),
+		RetryRollout:           k("retry-rollout"),
 	}
 }
 

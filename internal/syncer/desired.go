@@ -18,15 +18,9 @@ import (
 // This file holds the pure part of "spec down": what the local copy must look like, and whether
 // the live local object already does. No client calls here.
 
-// isContentKey reports whether a top-level field is content that flows remote → local: everything
-// but the object's identity, metadata and status (so spec, and data for ConfigMap-like kinds).
-func isContentKey(k string) bool {
-	switch k {
-	case "apiVersion", "kind", "metadata", "status":
-		return false
-	}
-	return true
-}
+// isContentKey reports whether a top-level field is content that flows remote → local
+// (shard.IsContentField: the one rule the hub's currentness check shares).
+func isContentKey(k string) bool { return shard.IsContentField(k) }
 
 // copiedMetadata returns the labels and annotations that flow down: the remote's, minus the
 // agent's own keys, plus the marks that make the local object the agent's.

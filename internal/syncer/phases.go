@@ -434,12 +434,18 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 }
 
 // generations records, in one patch and only when they changed, which remote generation was
-// copied down and the local generation that resulted. The patch carries the remote UID, which the
-// API server checks as a precondition.
+// copied down and the local generation that resulted; for a kind without metadata.generation
+// (ConfigMap, Secret: both generations stay 0) also the hash of the content copied
+// (D/sync-applied-hash), from which the hub tells whether the copy is current. The patch carries
+// the remote UID, which the API server checks as a precondition.
 func (r *Reconciler) generations(ctx context.Context, remote, local *unstructured.Unstructured) error {
 	rg, lg := strconv.FormatInt(remote.GetGeneration(), 10), strconv.FormatInt(local.GetGeneration(), 10)
+	hash := ""
+	if remote.GetGeneration() == 0 {
+		hash = r.Keys.AppliedContentHash(remote)
+	}
 	ann := remote.GetAnnotations()
-	if ann[r.Keys.RemoteGeneration] == rg && ann[r.Keys.LocalGeneration] == lg {
+	if ann[r.Keys.RemoteGeneration] == rg && ann[r.Keys.LocalGeneration] == lg && (hash == "" || ann[r.Keys.AppliedHash] == hash) {
 		// The cache shows them: nothing left to remember (a memo per object would otherwise
 		// stay for as long as the object does).
 		r.patched.Delete(objectRef(remote))
@@ -447,13 +453,17 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 	}
 	// The same patch was just written from this very version of the remote object: the cache
 	// has not caught up yet (a local event can arrive before the remote one).
-	memo := generationsPatch{from: remote.GetResourceVersion(), rg: rg, lg: lg}
+	memo := generationsPatch{from: remote.GetResourceVersion(), rg: rg, lg: lg, hash: hash}
 	if v, ok := r.patched.Load(objectRef(remote)); ok && v == memo {
 		return nil
 	}
+	annotations := map[string]string{r.Keys.RemoteGeneration: rg, r.Keys.LocalGeneration: lg}
+	if hash != "" {
+		annotations[r.Keys.AppliedHash] = hash
+	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         remote.GetUID(),
-		"annotations": map[string]string{r.Keys.RemoteGeneration: rg, r.Keys.LocalGeneration: lg},
+		"annotations": annotations,
 	}})
 	if err != nil {
 		return err
@@ -470,9 +480,9 @@ func (r *Reconciler) generations(ctx context.Context, remote, local *unstructure
 	return nil
 }
 
-// generationsPatch remembers the last generation annotations written on a remote object and
-// the resourceVersion they were written over.
-type generationsPatch struct{ from, rg, lg string }
+// generationsPatch remembers the last generation annotations (and applied-content hash) written
+// on a remote object and the resourceVersion they were written over.
+type generationsPatch struct{ from, rg, lg, hash string }
 
 // setTraceparent writes the reconcile's trace context on the local copy being written, so that
 // the regional controller continues the same trace.

@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -584,6 +585,90 @@ func TestTwoKinds(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A kind without metadata.generation (ConfigMap): the agent records the hash of the content it
+// copied (D/sync-applied-hash) on the management object, in the generation annotations' one
+// patch; at rest it writes nothing; a data change costs one local write and one management
+// patch, whose hash is that of the new content. A kind with a generation gets no hash.
+func TestAppliedContentHash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
+		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
+		c.ResyncPeriod = metav1.Duration{Duration: 10 * time.Second}
+	}))
+	ns := e.remoteNamespace("applied-hash")
+	e.tenant(ns, "acme", "Acme")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings" + e.suffix,
+		Labels: map[string]string{"team": "payments"}}, Data: map[string]string{"color": "blue"}}
+	if err := e.mgmt.Create(e.ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	remote, _ := e.waitSynced(ns, "acme")
+	if h, ok := remote.Annotations[e.keys.AppliedHash]; ok {
+		t.Errorf("a Tenant (it has metadata.generation) got %s=%s", e.keys.AppliedHash, h)
+	}
+	// hashed waits until the local copy holds color and management records its content's hash.
+	hashed := func(color string) {
+		t.Helper()
+		e.eventually("ConfigMap copied with color "+color+" and its content hash recorded", func() error {
+			local := &corev1.ConfigMap{}
+			if err := e.local.Get(e.ctx, types.NamespacedName{Namespace: ns, Name: "settings"}, local); err != nil {
+				return err
+			}
+			if local.Data["color"] != color {
+				return fmt.Errorf("local data %v", local.Data)
+			}
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			if err := e.mgmt.Get(e.ctx, client.ObjectKeyFromObject(cm), u); err != nil {
+				return err
+			}
+			got, want := u.GetAnnotations()[e.keys.AppliedHash], e.keys.AppliedContentHash(u)
+			if got != want {
+				return fmt.Errorf("%s=%q, want the hash of the content %q", e.keys.AppliedHash, got, want)
+			}
+			if u.GetAnnotations()[e.keys.RemoteGeneration] != "0" || u.GetAnnotations()[e.keys.LocalGeneration] != "0" {
+				return fmt.Errorf("generation annotations %v", u.GetAnnotations())
+			}
+			return nil
+		})
+	}
+	hashed("blue")
+	e.settle(time.Second)
+	e.localWrites.take()
+	e.remoteWrites.take()
+	testenv.Consistently(t, "no write at rest across a resync", 12*time.Second, func() error {
+		if w := append(e.localWrites.take(), e.remoteWrites.take()...); len(w) != 0 {
+			return fmt.Errorf("writes at rest: %v", w)
+		}
+		return nil
+	})
+
+	live := &corev1.ConfigMap{}
+	if err := e.mgmt.Get(e.ctx, client.ObjectKeyFromObject(cm), live); err != nil {
+		t.Fatal(err)
+	}
+	before := live.Annotations[e.keys.AppliedHash]
+	live.Data["color"] = "green"
+	if err := e.mgmt.Update(e.ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	hashed("green")
+	e.settle(time.Second)
+	local, mgmt := e.localWrites.take(), e.remoteWrites.take()
+	if len(local) != 1 || !strings.Contains(local[0], "/configmaps/settings") {
+		t.Errorf("local writes per data change: %v, want exactly 1 update of the copy", local)
+	}
+	if len(mgmt) != 1 || !strings.HasPrefix(mgmt[0], "PATCH ") || !strings.Contains(mgmt[0], "/configmaps/settings"+e.suffix) {
+		t.Errorf("management writes per data change: %v, want exactly 1 patch (generations and hash together)", mgmt)
+	}
+	if err := e.mgmt.Get(e.ctx, client.ObjectKeyFromObject(cm), live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Annotations[e.keys.AppliedHash] == before {
+		t.Errorf("%s unchanged by a data change", e.keys.AppliedHash)
+	}
 }
 
 // The label selector narrows the shard server-side: a non-matching object is never cached.

@@ -1,7 +1,8 @@
 // Package tenantoperator is the demo's regional "tenant operator": an ordinary controller that
 // knows nothing about regionsync. It reconciles a local Tenant, writes its status (observed
-// generation, phase, an endpoint derived from the spec) and creates the tenant-token Secret it
-// controls, which regionsync uploads to the management cluster.
+// generation, phase, an endpoint derived from the spec, and the standard conditions kstatus
+// reads: Ready, and Stalled for a spec it cannot serve, such as an unknown plan) and creates the
+// tenant-token Secret it controls, which regionsync uploads to the management cluster.
 package tenantoperator
 
 import (
@@ -10,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +42,27 @@ const (
 	PhaseReady  = "Ready"
 	PhaseFailed = "Failed"
 )
+
+// The standard conditions the operator reports (kstatus reads them: Stalled=True is Failed,
+// Ready=False is InProgress, Ready=True is Current).
+const (
+	ConditionReady   = "Ready"
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of the operator's conditions.
+const (
+	// ReasonProvisioned: the tenant is served (Ready=True).
+	ReasonProvisioned = "Provisioned"
+	// ReasonUnknownPlan: spec.plan is not a plan the operator serves (Stalled=True, Ready=False);
+	// nothing changes until the spec does.
+	ReasonUnknownPlan = "UnknownPlan"
+	// ReasonTokenFailed: the token Secret could not be created (Ready=False; retried).
+	ReasonTokenFailed = "TokenFailed"
+)
+
+// Plans are the plans the operator serves (an empty plan is the CRD's default, free).
+var Plans = []string{"free", "team", "enterprise"}
 
 // Reconciler reconciles Tenants in one regional cluster.
 type Reconciler struct {
@@ -85,15 +109,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Phase:              PhaseReady,
 		Endpoint:           Endpoint(tenant, r.Region),
 		TokenSecret:        TokenSecretName,
+		Conditions:         slices.Clone(tenant.Status.Conditions),
 	}
+	if plan := tenant.Spec.Plan; plan != "" && !slices.Contains(Plans, plan) {
+		// A spec this operator cannot serve: stalled until the spec changes (no retry).
+		status.Phase, status.Endpoint, status.TokenSecret = PhaseFailed, "", tenant.Status.TokenSecret
+		msg := fmt.Sprintf("spec.plan %q is not a plan this region serves (%s)", plan, strings.Join(Plans, ", "))
+		setCondition(&status, tenant.Generation, ConditionStalled, metav1.ConditionTrue, ReasonUnknownPlan, msg)
+		setCondition(&status, tenant.Generation, ConditionReady, metav1.ConditionFalse, ReasonUnknownPlan, msg)
+		if err := r.updateStatus(ctx, tenant, status); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, nil
+	}
+	meta.RemoveStatusCondition(&status.Conditions, ConditionStalled)
 	if err := r.ensureToken(ctx, tenant); err != nil {
 		status.Phase = PhaseFailed
 		status.TokenSecret = ""
+		setCondition(&status, tenant.Generation, ConditionReady, metav1.ConditionFalse, ReasonTokenFailed, err.Error())
 		if uerr := r.updateStatus(ctx, tenant, status); uerr != nil {
 			return ctrl.Result{}, uerr
 		}
 		return ctrl.Result{}, err
 	}
+	setCondition(&status, tenant.Generation, ConditionReady, metav1.ConditionTrue, ReasonProvisioned, "served at "+status.Endpoint)
 	if err := r.updateStatus(ctx, tenant, status); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil // a newer version is on its way; act on it
@@ -101,6 +143,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// setCondition sets a condition of the status, for the generation acted on (its transition time
+// changes only with its status).
+func setCondition(status *demov1alpha1.TenantStatus, generation int64, t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation})
 }
 
 func (r *Reconciler) updateStatus(ctx context.Context, tenant *demov1alpha1.Tenant, status demov1alpha1.TenantStatus) error {

@@ -25,8 +25,10 @@ type TenantSpec struct {
 	// DisplayName is shown to the tenant's users.
 	// +kubebuilder:validation:MinLength=1
 	DisplayName string `json:"displayName"`
-	// Plan is the tenant's service plan.
-	// +kubebuilder:validation:Enum=free;team;enterprise
+	// Plan is the tenant's service plan: free, team or enterprise are served; the operator
+	// reports any other plan Stalled (a spec it cannot serve), so the API server accepts it.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:default=free
 	Plan string `json:"plan,omitempty"`
 	// Replicas is how many serving replicas the tenant gets.
@@ -39,12 +41,19 @@ type TenantSpec struct {
 type TenantStatus struct {
 	// ObservedGeneration is the metadata.generation the operator last acted on.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Phase is Pending until the operator has provisioned the tenant, then Ready.
+	// Phase is Pending until the operator has provisioned the tenant, then Ready; Failed when
+	// it cannot (see the conditions).
 	Phase string `json:"phase,omitempty"`
 	// Endpoint is derived from the spec: where the tenant is served in this region.
 	Endpoint string `json:"endpoint,omitempty"`
 	// TokenSecret names the Secret holding the tenant's access token.
 	TokenSecret string `json:"tokenSecret,omitempty"`
+	// Conditions are the standard ones kstatus reads: Ready (True once the tenant is served),
+	// and Stalled (True for a spec the operator cannot serve, such as an unknown plan).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // Tenant is one customer's tenant.

@@ -1,0 +1,449 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/telemetry"
+)
+
+// Event reasons of rollouts (on Distributions).
+const (
+	EventWaveStarted     = "WaveStarted"
+	EventWaveCompleted   = "WaveCompleted"
+	EventRolloutComplete = "RolloutComplete"
+	EventRolloutHalted   = "RolloutHalted"
+	EventRolledBack      = "RolledBack"
+	EventRolloutRetried  = "RolloutRetried"
+	eventActionRollout   = "Rollout"
+)
+
+// Rollout metrics (bounded labels: no Distribution or region name).
+var (
+	// RolloutWaves counts waves started and completed.
+	RolloutWaves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_hub_rollout_waves_total",
+		Help: "Waves of progressive rollouts, by phase (started, completed).",
+	}, []string{"phase"})
+	// RolloutHalts counts halted rollouts, by action (Halt, Rollback).
+	RolloutHalts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regionsync_hub_rollout_halts_total",
+		Help: "Progressive rollouts that halted themselves, by onFailure action (Halt, Rollback).",
+	}, []string{"action"})
+)
+
+func rolloutCollectors() []prometheus.Collector {
+	return []prometheus.Collector{RolloutWaves, RolloutHalts}
+}
+
+// RolloutOutcome is what the rollout phase adds to a reconcile's findings.
+type RolloutOutcome struct {
+	// Status is status.rollout.
+	Status regionsyncv1alpha1.RolloutStatus
+	// Progressing and Halted are the conditions.
+	Progressing, Halted Condition
+	// RequeueAfter is when to look again with nothing changing (a soak or deadline ending).
+	RequeueAfter time.Duration
+}
+
+// RegionHealthy is the one judgement of "this region's copy is current and healthy" a rollout
+// gates on: the status' own (placed, current by the generation annotations, health Current).
+func RegionHealthy(e regionsyncv1alpha1.DistributionRegionStatus) bool {
+	return entryReady(e)
+}
+
+// RegionLive reports whether a Region's heartbeat holds: its agent reported Ready (True or
+// False), and the hub has not marked it Unknown (HeartbeatMissed).
+func RegionLive(region *regionsyncv1alpha1.Region) bool {
+	c := meta.FindStatusCondition(region.Status.Conditions, regionsyncv1alpha1.ConditionReady)
+	return c != nil && c.Status != metav1.ConditionUnknown
+}
+
+// ValidateStrategy checks spec.strategy where the CRD schema cannot (selectors, int or
+// percentage values); the error names the field.
+func ValidateStrategy(s regionsyncv1alpha1.RolloutStrategy) error {
+	if _, err := AssignWaves(s, nil); err != nil {
+		return err
+	}
+	if s.MaxConcurrency != nil {
+		if _, err := AssignWaves(regionsyncv1alpha1.RolloutStrategy{MaxConcurrency: s.MaxConcurrency}, []RegionView{{Name: "x"}}); err != nil {
+			return err
+		}
+	}
+	_, err := MaxFailures(s, 1)
+	return err
+}
+
+// rolloutTargets is the rollout phase of deploy: it stores the spec's revision, decides with
+// DecideRollout which revision every placeable region gets, records a halt before anything is
+// written, posts the rollout's Events, and renders each region's object from its revision,
+// marked with D/revision (and, for the regions of a wave that starts, the wave's trace context
+// in D/traceparent).
+func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, selected []string, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured) ([]Target, *RolloutOutcome, error) {
+	have, err := r.revisions(ctx, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	update, err := r.ensureRevision(ctx, d, have)
+	if err != nil {
+		return r.unrevisioned(ctx, d, t, selected, regions, err), nil, nil // the rollout's status stays as it was
+	}
+	var prev *regionsyncv1alpha1.RolloutStatus
+	if d.Status.Rollout != nil {
+		prev = d.Status.Rollout.DeepCopy()
+	}
+	prev = r.withWrittenHalt(d, prev)
+	stable := r.stableRevision(prev, have, existing, update.Name)
+	placed := Place(d, t, selected, regions, r.Keys)
+	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
+	views := r.regionViews(placed, regions, existing, have, rule)
+	now := r.Now().Truncate(time.Second) // as the status keeps it
+	plan, err := DecideRollout(RolloutInput{
+		Strategy: d.Spec.Strategy, Paused: d.Spec.Paused, Update: update.Name, Stable: stable,
+		Stored: func(rev string) bool { h, ok := have[rev]; return ok && !h.Content.Redacted }, Previous: prev,
+		RetryAfter: retryAfter(d, r.Keys.RetryRollout), Regions: views, Now: now, RetryKey: r.Keys.RetryRollout,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &RolloutOutcome{Status: plan.Status, Progressing: plan.Progressing, Halted: plan.Halted, RequeueAfter: plan.RequeueAfter}
+	if plan.NewHalt {
+		// The halt is written before any rollback: a hub taking over from here reads it and
+		// never applies the halted revision again by itself.
+		orig := d.DeepCopy()
+		setRolloutStatus(&d.Status, d, out)
+		if err := r.Client.Status().Patch(ctx, d, client.MergeFrom(orig), client.FieldOwner(FieldManager)); err != nil {
+			return nil, nil, fmt.Errorf("recording the halt of Distribution %s: %w", client.ObjectKeyFromObject(d), err)
+		}
+		action := regionsyncv1alpha1.FailureHalt
+		if plan.Status.Halt.RolledBack {
+			action = regionsyncv1alpha1.FailureRollback
+		}
+		RolloutHalts.WithLabelValues(string(action)).Inc()
+		r.mu.Lock()
+		if r.haltsWritten == nil {
+			r.haltsWritten = map[types.NamespacedName]writtenHalt{}
+		}
+		r.haltsWritten[client.ObjectKeyFromObject(d)] = writtenHalt{generation: d.Generation, status: *plan.Status.DeepCopy()}
+		r.mu.Unlock()
+	}
+	r.postRolloutEvents(d, update.Name, plan.Events)
+
+	traceparents := r.waveSpans(ctx, d, update.Name, plan)
+	targets := r.renderRevisions(d, t, placed, plan.Want, update, have, regions, existing, traceparents)
+	inUse := map[string]bool{update.Name: true, plan.Status.CurrentRevision: true}
+	if plan.Status.Halt != nil {
+		inUse[plan.Status.Halt.Revision] = true
+	}
+	for _, o := range existing {
+		inUse[o.GetAnnotations()[r.Keys.Revision]] = true
+	}
+	if err := r.pruneRevisions(ctx, d, have, inUse); err != nil {
+		return nil, nil, err
+	}
+	return targets, out, nil
+}
+
+// writtenHalt is a halt this hub wrote, and the Distribution generation it halted.
+type writtenHalt struct {
+	generation int64
+	status     regionsyncv1alpha1.RolloutStatus
+}
+
+// withWrittenHalt reads its own halt: until the cache shows the status this hub wrote when it
+// halted, that status stands in for the cached one, so that a reconcile reading a Distribution
+// from before its halt never writes the halted revision again (the rollback's own writes make
+// such reconciles likely). It applies while the spec is the one that halted and no retry came
+// after the halt.
+func (r *DistributionReconciler) withWrittenHalt(d *regionsyncv1alpha1.Distribution, prev *regionsyncv1alpha1.RolloutStatus) *regionsyncv1alpha1.RolloutStatus {
+	key := client.ObjectKeyFromObject(d)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.haltsWritten[key]
+	switch {
+	case !ok:
+		return prev
+	case w.generation != d.Generation, retryAfter(d, r.Keys.RetryRollout).After(w.status.Halt.Since.Time),
+		prev != nil && prev.Halt != nil && !prev.Halt.Since.Before(&w.status.Halt.Since):
+		delete(r.haltsWritten, key) // another spec, a retry, or the cache caught up
+		return prev
+	}
+	return w.status.DeepCopy()
+}
+
+// unrevisioned places d when its revision cannot be stored: nothing can be rolled out
+// progressively then, so a Progressive Distribution writes nothing new (each region Failed with
+// the reason) while All places as before (a namespace the hub may not write to refuses that too,
+// and says so per region).
+func (r *DistributionReconciler) unrevisioned(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, selected []string, regions []regionsyncv1alpha1.Region, err error) []Target {
+	placed := Place(d, t, selected, regions, r.Keys)
+	msg := fmt.Sprintf("%v (the hub keeps a Distribution's revisions in its namespace: the RoleBinding of regionsync-hub-impersonate there allows it)", err)
+	if d.Spec.Strategy.Type == regionsyncv1alpha1.RolloutProgressive {
+		for i := range placed {
+			if placed[i].Object != nil {
+				placed[i] = Target{Region: placed[i].Region, State: regionsyncv1alpha1.PlacementFailed, Reason: regionsyncv1alpha1.ReasonApplyFailed, Message: msg}
+			}
+		}
+	}
+	logr.FromContextOrDiscard(ctx).Error(err, "storing the revision", "distribution", client.ObjectKeyFromObject(d))
+	return placed
+}
+
+// stableRevision is the current (stable) revision: the status' when it is still stored; for a
+// Distribution whose objects were placed before the hub kept revisions, the spec as it is
+// (adopted); else none (the first rollout).
+func (r *DistributionReconciler) stableRevision(prev *regionsyncv1alpha1.RolloutStatus, have map[string]Revision, existing map[string]*unstructured.Unstructured, update string) string {
+	if prev != nil {
+		if _, ok := have[prev.CurrentRevision]; ok {
+			return prev.CurrentRevision
+		}
+		return ""
+	}
+	for _, o := range existing {
+		if o.GetAnnotations()[r.Keys.Revision] == "" {
+			return update
+		}
+	}
+	return ""
+}
+
+// regionViews is what the rollout decision knows of each placeable region (the unplaceable ones
+// are in no wave).
+func (r *DistributionReconciler) regionViews(placed []Target, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, have map[string]Revision, rule *HealthRule) []RegionView {
+	byName := make(map[string]*regionsyncv1alpha1.Region, len(regions))
+	for i := range regions {
+		byName[regions[i].Name] = &regions[i]
+	}
+	var views []RegionView
+	for _, tg := range placed {
+		if tg.Object == nil && tg.State != regionsyncv1alpha1.PlacementFailed {
+			continue // unplaceable: reported as such, never part of a rollout
+		}
+		v := RegionView{Name: tg.Region, Labels: byName[tg.Region].Labels, Live: RegionLive(byName[tg.Region])}
+		if tg.Object == nil {
+			v.UpdateFailed = tg.Message
+		}
+		if o := existing[tg.Region]; o != nil {
+			v.HasObject = true
+			if rev := o.GetAnnotations()[r.Keys.Revision]; have[rev].Name != "" {
+				v.Revision = rev
+			}
+			e := entryFor(o, tg.Region, r.Keys, rule)
+			v.Healthy, v.Failed = RegionHealthy(e), e.Health == string(kstatus.FailedStatus)
+		}
+		views = append(views, v)
+	}
+	return views
+}
+
+// waveSpans starts and ends one span per wave the plan starts, and returns, per region of those
+// waves, the span's traceparent (the regions' syncs join the wave's trace through D/traceparent).
+func (r *DistributionReconciler) waveSpans(ctx context.Context, d *regionsyncv1alpha1.Distribution, update string, plan RolloutPlan) map[string]string {
+	traceparents := map[string]string{}
+	for _, w := range plan.StartedWaves {
+		_, span := r.Tracer.Start(ctx, "Distribution.RolloutWave", trace.WithAttributes(
+			attribute.String("regionsync.distribution", client.ObjectKeyFromObject(d).String()),
+			attribute.String("regionsync.revision", update),
+			attribute.Int("regionsync.wave", w.Number), attribute.String("regionsync.wave.name", w.Name),
+			attribute.Int("regionsync.wave.regions", len(w.Regions))))
+		tp := telemetry.Traceparent(trace.ContextWithSpan(ctx, span))
+		span.End()
+		for _, region := range w.Regions {
+			traceparents[region] = tp
+		}
+		RolloutWaves.WithLabelValues("started").Inc()
+	}
+	for _, e := range plan.Events {
+		if e.Reason == EventWaveCompleted {
+			RolloutWaves.WithLabelValues("completed").Inc()
+		}
+	}
+	return traceparents
+}
+
+// renderRevisions renders every placeable region's object from the revision the plan wants for
+// it (the unplaceable regions pass through as Place reported them).
+func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribution, t *Template, placed []Target, want map[string]string, update Revision, have map[string]Revision, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, traceparents map[string]string) []Target {
+	byRevision := map[string][]string{}
+	for region, rev := range want {
+		if rev != "" && rev != update.Name {
+			byRevision[rev] = append(byRevision[rev], region)
+		}
+	}
+	rendered := map[string]Target{}
+	for _, rev := range slices.Sorted(maps.Keys(byRevision)) {
+		names := byRevision[rev]
+		slices.Sort(names)
+		if have[rev].Content.Redacted {
+			continue // never rendered from what is stored: the regions keep their objects as they are
+		}
+		dr := withContent(d, have[rev].Content)
+		tr, err := ParseTemplate(dr.Spec.Template.Raw, r.Keys)
+		if err != nil || tr.GVK != t.GVK {
+			continue // a revision of another kind is not kept in place: such a change goes to every region at once
+		}
+		for _, tg := range Place(dr, tr, names, regions, r.Keys) {
+			rendered[tg.Region] = tg
+			if tg.Object != nil {
+				markRevision(tg.Object, r.Keys.Revision, rev)
+			}
+		}
+	}
+	out := make([]Target, 0, len(placed))
+	for _, tg := range placed {
+		rev, decided := want[tg.Region]
+		switch {
+		case !decided:
+			// unplaceable: as Place said
+		case rev == "":
+			tg = Target{Region: tg.Region, State: regionsyncv1alpha1.PlacementPending, Reason: regionsyncv1alpha1.ReasonWaveInProgress,
+				Message: "the first rollout has not reached this region's wave yet"}
+		case rev != update.Name && have[rev].Content.Redacted:
+			tg = Target{Region: tg.Region, State: regionsyncv1alpha1.PlacementPending, Reason: regionsyncv1alpha1.ReasonWaveInProgress,
+				Message: "keeps its object as it is until its wave: revision " + rev + " holds no secret data to render it again"}
+		case rev != update.Name:
+			if other, ok := rendered[tg.Region]; ok {
+				tg = other
+			} else if tg.Object != nil {
+				markRevision(tg.Object, r.Keys.Revision, update.Name)
+			}
+		default:
+			if tg.Object != nil {
+				markRevision(tg.Object, r.Keys.Revision, update.Name)
+				// The wave's trace context on the objects it changes; kept as written after.
+				o, a := existing[tg.Region], tg.Object.GetAnnotations()
+				tp := traceparents[tg.Region]
+				if o != nil && o.GetAnnotations()[r.Keys.Revision] == update.Name {
+					tp = o.GetAnnotations()[r.Keys.TraceParent]
+				}
+				if tp != "" && a[r.Keys.TraceParent] == "" {
+					a[r.Keys.TraceParent] = tp
+					tg.Object.SetAnnotations(a)
+				}
+			}
+		}
+		out = append(out, tg)
+	}
+	return out
+}
+
+// markRevision writes D/revision on a rendered object.
+func markRevision(u *unstructured.Unstructured, key, rev string) {
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = rev
+	u.SetAnnotations(a)
+}
+
+// postRolloutEvents posts a decision's Events once each per revision (a decision repeats until
+// its status is written).
+func (r *DistributionReconciler) postRolloutEvents(d *regionsyncv1alpha1.Distribution, update string, evs []RolloutEvent) {
+	key := client.ObjectKeyFromObject(d)
+	r.mu.Lock()
+	if r.rolloutPosted == nil {
+		r.rolloutPosted = map[types.NamespacedName]postedEvents{}
+	}
+	posted := r.rolloutPosted[key]
+	if posted.revision != update {
+		posted = postedEvents{revision: update, seen: map[string]bool{}}
+	}
+	var post []RolloutEvent
+	for _, e := range evs {
+		k := e.Reason + "\x00" + e.Message
+		if !posted.seen[k] {
+			posted.seen[k] = true
+			post = append(post, e)
+		}
+	}
+	r.rolloutPosted[key] = posted
+	r.mu.Unlock()
+	for _, e := range post {
+		typ := corev1.EventTypeNormal
+		if e.Warning {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(d, nil, typ, e.Reason, eventActionRollout, "%s", e.Message)
+	}
+}
+
+// postedEvents are the rollout Events posted for one Distribution's update revision.
+type postedEvents struct {
+	revision string
+	seen     map[string]bool
+}
+
+// setRolloutStatus writes the rollout's status and its conditions (Progressing, Halted) into a
+// new status of d; without an outcome (nothing was decided: an invalid spec, a revision that
+// could not be stored) it keeps d's as they are.
+func setRolloutStatus(st *regionsyncv1alpha1.DistributionStatus, d *regionsyncv1alpha1.Distribution, out *RolloutOutcome) {
+	generation := d.Generation
+	if out == nil {
+		st.Rollout = d.Status.Rollout.DeepCopy()
+		return
+	}
+	st.Rollout = out.Status.DeepCopy()
+	for _, c := range []struct {
+		t string
+		c Condition
+	}{{regionsyncv1alpha1.DistributionProgressing, out.Progressing}, {regionsyncv1alpha1.DistributionHalted, out.Halted}} {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: c.t, Status: c.c.Status, Reason: c.c.Reason, Message: c.c.Message, ObservedGeneration: generation})
+	}
+}
+
+// rolloutMilestone reports whether a new status changes the rollout's course (revisions, wave,
+// halt): such a status is written at once, not held back by the status interval, so that a hub
+// taking over continues from it. (A wave's health flapping is not one: at most the status
+// interval of its soak is served again.)
+func rolloutMilestone(old, updated *regionsyncv1alpha1.DistributionStatus) bool {
+	a, b := old.Rollout, updated.Rollout
+	if a == nil || b == nil {
+		return a != b
+	}
+	return a.CurrentRevision != b.CurrentRevision || a.UpdateRevision != b.UpdateRevision || a.Wave != b.Wave ||
+		!equality.Semantic.DeepEqual(a.Halt, b.Halt)
+}
+
+// retryAfter reads D/retry-rollout (zero when absent or not RFC 3339).
+func retryAfter(d *regionsyncv1alpha1.Distribution, key string) time.Time {
+	t, err := time.Parse(time.RFC3339, d.Annotations[key])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// regionLivenessChanged lets through a Region status change that flips its liveness (Ready
+// becoming or leaving Unknown): a rollout counts a region down as a failure.
+func regionLivenessChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*regionsyncv1alpha1.Region)
+			n, ok2 := e.ObjectNew.(*regionsyncv1alpha1.Region)
+			return ok1 && ok2 && RegionLive(o) != RegionLive(n)
+		},
+	}
+}
