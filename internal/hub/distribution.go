@@ -90,14 +90,14 @@ type DistributionReconciler struct {
 	// AllowSecrets lets Distributions place Secrets (the hub configuration's allowSecrets).
 	AllowSecrets bool
 
-	ctrl       controller.Controller
-	mu         sync.Mutex
-	watched    map[schema.GroupVersionKind]bool
+	ctrl    controller.Controller
+	mu      sync.Mutex
+	watched map[schema.GroupVersionKind]bool
 	// sourceWatched are the source kinds watched.
 	sourceWatched map[schema.GroupVersionKind]bool
-	applied    map[string]string // object key → hash of what was last applied
-	lastStatus map[types.NamespacedName]time.Time
-	totals     distributionTotals
+	applied       map[string]string // object key → hash of what was last applied
+	lastStatus    map[types.NamespacedName]time.Time
+	totals        distributionTotals
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,
