@@ -235,6 +235,9 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		return in, fmt.Errorf("listing Regions: %w", err)
 	}
 	gvk, specErr := SpecKind(d, r.Keys, r.AllowSecrets)
+	if specErr != nil {
+		gvk = schema.GroupVersionKind{} // a kind refused is not read either
+	}
 	var w writer
 	if specErr == nil {
 		w, specErr = r.writer(d)

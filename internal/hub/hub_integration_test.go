@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +56,14 @@ func TestMain(m *testing.M) {
 // cluster) with the RBAC deploy/kustomize/hub ships (so the shipped rights are proven enough).
 func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 	t.Helper()
+	t.Cleanup(startHubProcess(t, mgmt, o))
+}
+
+// startHubProcess starts a hub as startHub does (its RBAC applied once) and returns what stops
+// it, as a hub process ending; a second one started later is a new process with nothing in
+// memory.
+func startHubProcess(t *testing.T, mgmt *testenv.Cluster, o hub.Options) (stop func()) {
+	t.Helper()
 	objs, err := deploy.Render("../../deploy/kustomize/hub")
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +74,7 @@ func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 	for _, obj := range objs {
 		switch obj.GetKind() {
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			if err := mgmt.Client.Create(context.Background(), obj); err != nil {
+			if err := mgmt.Client.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("applying the hub's %s %s: %v", obj.GetKind(), obj.GetName(), err)
 			}
 		}
@@ -89,12 +98,15 @@ func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("hub manager: %v", err)
-		}
-	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("hub manager: %v", err)
+			}
+		})
+	}
 }
 
 // tenantWriter is what an operator sets up in a tenant namespace for the hub (docs/operations.md):
