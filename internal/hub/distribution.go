@@ -311,8 +311,18 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 			in.Entries = append(in.Entries, r.apply(ctx, d, w, t, tg, existing[gvk][tg.Object.GetName()], regions.Items))
 		}
 	}
-	// Removals: objects of regions that left the placement, of sources that are gone, and every
-	// object of another kind.
+	keep := func(k schema.GroupVersionKind, name, region string) bool {
+		return k == gvk && (keepName[name] || keepRegion[region])
+	}
+	return r.removeLeft(ctx, d, w, in, existing, keep, byRegion)
+}
+
+// removeLeft removes, through the shrink guard, the objects that are not kept: of regions that
+// left the placement, of sources that are gone, and every object of another kind.
+func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, in StatusInput,
+	existing map[schema.GroupVersionKind]map[string]*unstructured.Unstructured, keep func(k schema.GroupVersionKind, name, region string) bool,
+	byRegion map[string]*regionsyncv1alpha1.Region,
+) (StatusInput, error) {
 	var remove []*unstructured.Unstructured
 	total := 0
 	removal := Removal{ConfirmedBefore: confirmedBefore(d, r.Keys), Regions: map[string]RegionRemoval{}}
@@ -322,7 +332,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 			if o.GetDeletionTimestamp() == nil {
 				total++
 			}
-			if k == gvk && (keepName[name] || keepRegion[region]) {
+			if keep(k, name, region) {
 				continue
 			}
 			if o.GetDeletionTimestamp() != nil {

@@ -122,7 +122,7 @@ func (g *ShrinkGuard) Decide(ctx context.Context, key types.NamespacedName, now 
 		g.set(dk, GuardRecord{})
 		return Decision{Allowed: true}, g.save(ctx, before)
 	}
-	why := g.exceeds(dk, rec, r)
+	why := g.exceeds(rec, r)
 	if held && why == "" {
 		why = "held until confirmed"
 	}
@@ -141,7 +141,7 @@ func (g *ShrinkGuard) Decide(ctx context.Context, key types.NamespacedName, now 
 }
 
 // exceeds says which budget the removals exceed ("" when none).
-func (g *ShrinkGuard) exceeds(dk string, rec GuardRecord, r Removal) string {
+func (g *ShrinkGuard) exceeds(rec GuardRecord, r Removal) string {
 	if r.RegionGone != "" {
 		return fmt.Sprintf("Region %s was deleted (a deleted Region's objects are removed only when confirmed)", r.RegionGone)
 	}
