@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -53,7 +52,7 @@ func wants(o *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind, base
 // per-region object t renders for region (nil when none does).
 func (r *DistributionReconciler) olderWanting(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, region string, regions []regionsyncv1alpha1.Region) *regionsyncv1alpha1.Distribution {
 	var list regionsyncv1alpha1.DistributionList
-	if err := r.Client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(d.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	base := t.baseName(d)
@@ -68,7 +67,10 @@ func (r *DistributionReconciler) olderWanting(ctx context.Context, d *regionsync
 			winner = o
 		}
 	}
-	return winner
+	if winner != nil {
+		return winner.DeepCopy()
+	}
+	return nil
 }
 
 // sourceLabels are the labels of the object named like t's base in d's namespace, when it is a
@@ -99,23 +101,50 @@ func conflictMessage(obj, live *unstructured.Unstructured, keys shard.Keys) stri
 }
 
 // perRegionRequests maps a per-region object's change to its Distribution and, as the object may
-// have been released, to the Distributions of its namespace that report a Conflict.
-func (r *DistributionReconciler) perRegionRequests(ctx context.Context, o client.Object) []ctrl.Request {
+// have been released, to the Distributions waiting for it (a Conflict on it).
+func (r *DistributionReconciler) perRegionRequests(_ context.Context, o client.Object) []ctrl.Request {
 	var out []ctrl.Request
 	if name := o.GetLabels()[r.Keys.Distribution]; name != "" {
 		out = append(out, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}})
 	}
-	var list regionsyncv1alpha1.DistributionList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		return out
-	}
-	for i := range list.Items {
-		d := &list.Items[i]
-		if slices.ContainsFunc(d.Status.Regions, func(e regionsyncv1alpha1.DistributionRegionStatus) bool {
-			return e.State == regionsyncv1alpha1.PlacementConflict && strings.Contains(e.Message, o.GetName())
-		}) {
-			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(d)})
-		}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for d := range r.waiting[types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}] {
+		out = append(out, ctrl.Request{NamespacedName: d})
 	}
 	return out
+}
+
+// wait records that Distribution d waits for the per-region object obj (a Conflict), or no longer
+// does.
+func (r *DistributionReconciler) wait(d, obj types.NamespacedName, waits bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting == nil {
+		r.waiting = map[types.NamespacedName]map[types.NamespacedName]bool{}
+	}
+	switch {
+	case waits && !r.waiting[obj][d]:
+		if r.waiting[obj] == nil {
+			r.waiting[obj] = map[types.NamespacedName]bool{}
+		}
+		r.waiting[obj][d] = true
+	case !waits && r.waiting[obj][d]:
+		delete(r.waiting[obj], d)
+		if len(r.waiting[obj]) == 0 {
+			delete(r.waiting, obj)
+		}
+	}
+}
+
+// forgetWaits drops what a deleted Distribution waited for.
+func (r *DistributionReconciler) forgetWaits(d types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for obj, ds := range r.waiting {
+		delete(ds, d)
+		if len(ds) == 0 {
+			delete(r.waiting, obj)
+		}
+	}
 }

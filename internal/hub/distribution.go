@@ -95,6 +95,9 @@ type DistributionReconciler struct {
 	watched map[schema.GroupVersionKind]bool
 	// sourceWatched are the source kinds watched.
 	sourceWatched map[schema.GroupVersionKind]bool
+	// waiting: per per-region object, the Distributions reporting a Conflict on it, woken when it
+	// changes (it may have been released).
+	waiting map[types.NamespacedName]map[types.NamespacedName]bool
 	applied       map[string]string // object key → hash of what was last applied
 	lastStatus    map[types.NamespacedName]time.Time
 	totals        distributionTotals
@@ -187,6 +190,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 				return ctrl.Result{}, err
 			}
 			r.totals.forget(req.NamespacedName)
+			r.forgetWaits(req.NamespacedName)
 			r.mu.Lock()
 			delete(r.lastStatus, req.NamespacedName)
 			r.mu.Unlock()
@@ -405,7 +409,7 @@ func (r *DistributionReconciler) regionObjects(ctx context.Context, region strin
 	for _, gvk := range kinds {
 		ul := &unstructured.UnstructuredList{}
 		ul.SetGroupVersionKind(shard.ListGVK(gvk))
-		if err := r.Objects.List(ctx, ul, client.MatchingLabels{config.RegionLabel: region}); err != nil {
+		if err := r.Objects.List(ctx, ul, client.MatchingLabels{config.RegionLabel: region}, client.UnsafeDisableDeepCopy); err != nil {
 			return 0, fmt.Errorf("counting Region %s's per-region objects of %s: %w", region, shard.KindName(gvk), err)
 		}
 		for i := range ul.Items {
@@ -442,6 +446,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 				conflict = fmt.Sprintf("%s %s/%s is wanted also by Distribution %s, older, which places it", shard.KindName(obj.GroupVersionKind()), obj.GetNamespace(), obj.GetName(), o.Name)
 			}
 		}
+		r.wait(client.ObjectKeyFromObject(d), client.ObjectKeyFromObject(obj), conflict != "")
 		if conflict != "" {
 			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementConflict, regionsyncv1alpha1.ReasonConflict, conflict
 			if !hasEntryState(d, tg.Region, regionsyncv1alpha1.PlacementConflict) {

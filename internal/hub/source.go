@@ -261,7 +261,7 @@ func (r *DistributionReconciler) ensureSourceWatch(gvk schema.GroupVersionKind) 
 func (r *DistributionReconciler) selecting(gvk schema.GroupVersionKind) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []ctrl.Request {
 		var list regionsyncv1alpha1.DistributionList
-		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		var out []ctrl.Request
