@@ -97,10 +97,10 @@ type DistributionReconciler struct {
 	sourceWatched map[schema.GroupVersionKind]bool
 	// waiting: per per-region object, the Distributions reporting a Conflict on it, woken when it
 	// changes (it may have been released).
-	waiting map[types.NamespacedName]map[types.NamespacedName]bool
-	applied       map[string]string // object key → hash of what was last applied
-	lastStatus    map[types.NamespacedName]time.Time
-	totals        distributionTotals
+	waiting    map[types.NamespacedName]map[types.NamespacedName]bool
+	applied    map[string]string // object key → hash of what was last applied
+	lastStatus map[types.NamespacedName]time.Time
+	totals     distributionTotals
 }
 
 // SetupWithManager registers the controller (named regionsync-hub-distribution): Distributions,

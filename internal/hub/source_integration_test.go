@@ -476,3 +476,50 @@ func TestHubShrinkGuardPerRegion(t *testing.T) {
 		t.Fatalf("late-rb: %v (deleting %v)", err, tn.DeletionTimestamp)
 	}
 }
+
+// TestHubDistributionSecrets: with allowSecrets a Secret source is placed in its region, and
+// neither the Distribution (status included) nor any Event carries its data.
+func TestHubDistributionSecrets(t *testing.T) {
+	bg := context.Background()
+	mgmt := testenv.StartT(t, "management").Cluster("management")
+	c := mgmt.Client
+	const secret = "s3cr3t-value"
+	create(t, c,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		region("r-a", nil, tenantShard("-ra", "r-a", "Secret")),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}, Data: map[string][]byte{"password": []byte(secret)}},
+	)
+	tenantWriter(t, c, ns, "placer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
+	hubReads(t, c, "hub-secrets", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}})
+	startHub(t, mgmt, hub.Options{DefaultServiceAccountName: "placer", AllowSecrets: true})
+	create(t, c, &regionsyncv1alpha1.Distribution{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"},
+		Spec: regionsyncv1alpha1.DistributionSpec{
+			Source:    &regionsyncv1alpha1.DistributionSource{APIVersion: "v1", Kind: "Secret", Name: "creds"},
+			Placement: regionsyncv1alpha1.Placement{Regions: []string{"r-a"}},
+		},
+	})
+	testenv.Eventually(t, "creds-ra placed, Applied=True", 30*time.Second, func() error {
+		s := &corev1.Secret{}
+		if err := c.Get(bg, types.NamespacedName{Namespace: ns, Name: "creds-ra"}, s); err != nil {
+			return err
+		}
+		if string(s.Data["password"]) != secret || s.Labels[keys.Distribution] != "creds" {
+			return fmt.Errorf("creds-ra labels %v, %d keys", s.Labels, len(s.Data))
+		}
+		if cond := condition(t, c, "creds", regionsyncv1alpha1.DistributionApplied); cond == nil || cond.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Applied %+v", cond)
+		}
+		return nil
+	})
+	d := getDist(t, c, "creds")
+	var evs corev1.EventList
+	if err := c.List(bg, &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{fmt.Sprintf("%+v", d), fmt.Sprintf("%+v", evs.Items)} {
+		if strings.Contains(text, secret) || strings.Contains(text, "czNjcjN0LXZhbHVl") {
+			t.Fatalf("the Secret's data is in the Distribution or an Event: %s", text)
+		}
+	}
+}
