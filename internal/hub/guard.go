@@ -243,6 +243,8 @@ func encodeRecords(records map[string]GuardRecord) (map[string]string, error) {
 	return out, nil
 }
 
+// A record that does not decode is an error: the guard then removes nothing until the ConfigMap
+// is fixed or deleted (it fails closed).
 func decodeRecords(data map[string]string) (map[string]GuardRecord, error) {
 	out := make(map[string]GuardRecord, len(data))
 	for k, v := range data {
@@ -252,6 +254,9 @@ func decodeRecords(data map[string]string) (map[string]GuardRecord, error) {
 		var rec GuardRecord
 		if err := json.Unmarshal([]byte(v), &rec); err != nil {
 			return nil, fmt.Errorf("record %s: %w", k, err)
+		}
+		if rec.Removed < 0 {
+			return nil, fmt.Errorf("record %s: removed %d is negative", k, rec.Removed)
 		}
 		out[k] = rec
 	}

@@ -120,7 +120,41 @@ func TestShrinkGuardStore(t *testing.T) {
 	if got, _ := store.Load(context.Background()); !maps.Equal(got, map[string]GuardRecord{"region.r-a": {WindowStart: t0, Removed: 1}}) {
 		t.Fatalf("after Forget: %v", got)
 	}
-	if _, err := decodeRecords(map[string]string{"region.x": "{"}); err == nil {
-		t.Error("a broken record decoded")
+	for _, bad := range []string{"{", `{"removed":-1}`} {
+		if _, err := decodeRecords(map[string]string{"region.x": bad}); err == nil {
+			t.Errorf("the record %s decoded", bad)
+		}
 	}
+}
+
+// FuzzDecodeRecords: whatever the ConfigMap holds, decoding never panics, and what decodes
+// encodes and decodes to the same records.
+func FuzzDecodeRecords(f *testing.F) {
+	f.Add("region.r-a", `{"windowStart":"2026-01-01T00:00:00Z","removed":3}`)
+	f.Add("distribution.ns.d", `{"heldSince":"2026-01-01T00:00:00.5Z"}`)
+	f.Add("other", `x`)
+	f.Add("region.r-b", `{"removed":-1,"windowStart":"nope"}`)
+	f.Fuzz(func(t *testing.T, key, value string) {
+		recs, err := decodeRecords(map[string]string{key: value})
+		if err != nil {
+			return
+		}
+		data, err := encodeRecords(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeRecords(data)
+		if err != nil {
+			t.Fatalf("re-decoding %v: %v", data, err)
+		}
+		if len(again) != len(recs) {
+			t.Fatalf("%v then %v", recs, again)
+		}
+		for k, r := range recs {
+			a := again[k]
+			if !a.WindowStart.Equal(r.WindowStart) || !a.HeldSince.Equal(r.HeldSince) || a.Removed != r.Removed {
+				t.Fatalf("%s: %+v then %+v", k, r, a)
+			}
+		}
+	})
 }

@@ -146,8 +146,8 @@ type warmCache struct{ cache.Cache }
 // NeedLeaderElection is false: the cache runs on every replica.
 func (warmCache) NeedLeaderElection() bool { return false }
 
-// kindWarmer, on every replica, watches the kinds every Distribution places, so that their
-// per-region objects are cached before this replica leads.
+// kindWarmer, on every replica, watches the kinds every Distribution places (and the metadata of
+// its source kind), so that they are cached before this replica leads.
 type kindWarmer struct {
 	cache cache.Cache
 	d     *DistributionReconciler
@@ -169,6 +169,9 @@ func (w *kindWarmer) Start(ctx context.Context) error {
 		}
 		if gvk, err := SpecKind(d, w.d.Keys, w.d.AllowSecrets); err == nil {
 			_, _ = w.d.ensureWatch(ctx, gvk)
+			if d.Spec.Source != nil {
+				_, _ = w.d.Sources.GetInformer(ctx, sourceMetadata(gvk), cache.BlockUntilSynced(false))
+			}
 		}
 	}
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: warm, UpdateFunc: func(_, n any) { warm(n) }})

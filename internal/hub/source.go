@@ -247,13 +247,18 @@ func (r *DistributionReconciler) ensureSourceWatch(gvk schema.GroupVersionKind) 
 	if r.sourceWatched[gvk] {
 		return nil
 	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
-	if err := r.ctrl.Watch(source.Kind[client.Object](r.Sources, client.Object(m), handler.EnqueueRequestsFromMapFunc(r.selecting(gvk)))); err != nil {
+	if err := r.ctrl.Watch(source.Kind[client.Object](r.Sources, client.Object(sourceMetadata(gvk)), handler.EnqueueRequestsFromMapFunc(r.selecting(gvk)))); err != nil {
 		return fmt.Errorf("watching the sources %s: %w", shard.KindName(gvk), err)
 	}
 	r.sourceWatched[gvk] = true
 	return nil
+}
+
+// sourceMetadata is the metadata-only object of a source kind (what the sources' cache holds).
+func sourceMetadata(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
 // selecting maps a change of an object of kind gvk to the Distributions of its namespace whose
