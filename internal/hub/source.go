@@ -91,8 +91,9 @@ func SpecKind(d *regionsyncv1alpha1.Distribution, keys shard.Keys, allowSecrets 
 // resolve returns what d places, one Template per per-region object base name: its template, or
 // one per source object read as the Distribution's ServiceAccount (so a Distribution places only
 // what that ServiceAccount may read). specErr means nothing may change (a refused read, a source
-// named that does not exist yet or may not be a source); note says a source selector matches
-// nothing (the objects of the sources that are gone are removed through the shrink guard).
+// named that may not be a source); note says the source named does not exist (yet) or the
+// selector matches nothing (the objects of sources that are gone are removed through the shrink
+// guard).
 func (r *DistributionReconciler) resolve(ctx context.Context, d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind, w writer, regions []regionsyncv1alpha1.Region) (items []*Template, note, specErr error) {
 	s := d.Spec.Source
 	if s == nil {
@@ -110,8 +111,9 @@ func (r *DistributionReconciler) resolve(ctx context.Context, d *regionsyncv1alp
 		err := w.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: s.Name}, u)
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil, nil, &reasonError{regionsyncv1alpha1.ReasonSourceNotFound, fmt.Errorf(
-				"spec.source.name: %s %s/%s does not exist (yet); it is placed when it appears", kind, d.Namespace, s.Name)}
+			// Not yet, or deleted: its objects, if any, are removed through the shrink guard.
+			return nil, &reasonError{regionsyncv1alpha1.ReasonSourceNotFound, fmt.Errorf(
+				"spec.source.name: %s %s/%s does not exist (yet); it is placed when it appears", kind, d.Namespace, s.Name)}, nil
 		case err != nil:
 			return nil, nil, fmt.Errorf("spec.source: reading %s %s/%s as %s: %w", kind, d.Namespace, s.Name, w, err)
 		}

@@ -54,8 +54,9 @@ func condition(t *testing.T, c client.Client, name, typ string) *metav1.Conditio
 // placed region as "<source><suffix>"; a source labelled later follows, a changed source's data
 // follows, a deleted source is removed from every region through the shrink guard (held, then
 // confirmed); objects the hub or an agent wrote and names inside a region's shard are never
-// sources; a source named that does not exist yet is reported (SourceNotFound) and placed when it
-// appears; a Secret is refused without allowSecrets (the condition names it).
+// sources; a source named that does not exist yet is reported (SourceNotFound), placed when it
+// appears and removed when it is deleted; a Secret is refused without allowSecrets (the
+// condition names it).
 func TestHubDistributionSource(t *testing.T) {
 	bg := context.Background()
 	mgmt := testenv.StartT(t, "management").Cluster("management")
@@ -209,6 +210,20 @@ func TestHubDistributionSource(t *testing.T) {
 	if err := c.Get(bg, types.NamespacedName{Namespace: ns, Name: "creds-ra"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("creds-ra: %v, want NotFound", err)
 	}
+	// The source named is deleted: its one object is removed (within the guard: 1 of 1), and
+	// the Distribution says the source does not exist.
+	if err := c.Delete(bg, configMap("later", nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "later-ra removed with its source", 30*time.Second, func() error {
+		if _, err := getConfigMap(c, "later-ra"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("later-ra: %v", err)
+		}
+		if cond := condition(t, c, "later", regionsyncv1alpha1.DistributionApplied); cond == nil || cond.Reason != regionsyncv1alpha1.ReasonSourceNotFound {
+			return fmt.Errorf("Applied %+v", cond)
+		}
+		return nil
+	})
 }
 
 // TestHubDistributionConflict: two Distributions wanting one per-region object. The one that
