@@ -343,7 +343,7 @@ func TestHubDistributionConflict(t *testing.T) {
 // (RemovalHeld naming the region). A new hub process (a leader change) goes on with the written
 // memory: the nine stay held, a confirmation given after the holds began but before the new
 // process started releases one, and a further removal in r-b within the window is held although
-// the new process removed nothing yet.
+// the new process removed nothing yet. A deleted Region's objects are all held.
 func TestHubShrinkGuardPerRegion(t *testing.T) {
 	bg := context.Background()
 	mgmt := testenv.StartT(t, "management").Cluster("management")
@@ -489,6 +489,30 @@ func TestHubShrinkGuardPerRegion(t *testing.T) {
 	})
 	if tn, err := getTenant(c, "late-rb"); err != nil || tn.DeletionTimestamp != nil {
 		t.Fatalf("late-rb: %v (deleting %v)", err, tn.DeletionTimestamp)
+	}
+
+	// A deleted Region's objects go only through the guard: all held until confirmed, although
+	// each Distribution selecting it by label loses one (late names it: its object stays, the
+	// region listed RegionNotFound).
+	if err := c.Delete(bg, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "r-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "removals from the deleted r-a held", 30*time.Second, func() error {
+		if e := entry(getDist(t, c, "late"), "r-a"); e == nil || e.Reason != regionsyncv1alpha1.ReasonRegionNotFound {
+			return fmt.Errorf("late: r-a %+v", e)
+		}
+		for _, n := range names {
+			cond := condition(t, c, n, regionsyncv1alpha1.DistributionRemovalHeld)
+			if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "Region r-a was deleted") {
+				return fmt.Errorf("%s: RemovalHeld %+v", n, cond)
+			}
+		}
+		return nil
+	})
+	for _, n := range append([]string{"late"}, names...) {
+		if tn, err := getTenant(c, n+"-ra"); err != nil || tn.DeletionTimestamp != nil {
+			t.Fatalf("%s-ra: %v (deleting %v)", n, err, tn.DeletionTimestamp)
+		}
 	}
 }
 
