@@ -187,7 +187,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.Client.Get(ctx, req.NamespacedName, d); err != nil {
 		if apierrors.IsNotFound(err) {
 			if err := r.Guard.Forget(ctx, req.NamespacedName); err != nil {
-				return ctrl.Result{}, err
+				log.Error(err, "forgetting the shrink guard's record of a deleted Distribution", "distribution", req)
 			}
 			r.totals.forget(req.NamespacedName)
 			r.forgetWaits(req.NamespacedName)

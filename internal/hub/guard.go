@@ -103,6 +103,9 @@ func (g *ShrinkGuard) Decide(ctx context.Context, key types.NamespacedName, now 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.load(ctx); err != nil {
+		if r.Wanted == 0 {
+			return Decision{Allowed: true}, nil // nothing to remove: placing goes on
+		}
 		return Decision{}, err
 	}
 	before := maps.Clone(g.records)

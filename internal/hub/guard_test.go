@@ -106,6 +106,14 @@ func TestShrinkGuardStore(t *testing.T) {
 	if _, err := g.Decide(context.Background(), key, t0.Add(time.Second), Removal{Total: 4}); err != nil || !maps.Equal(before, store.data) {
 		t.Fatalf("a decision at rest wrote %v (%v)", store.data, err)
 	}
+	// A store that cannot be read allows nothing to be removed, and does not stop the rest.
+	broken := &ShrinkGuard{Window: time.Minute, Store: &memStore{data: map[string]string{"region.x": "{"}}}
+	if dec, err := broken.Decide(context.Background(), key, t0, Removal{Wanted: 1, Total: 50}); err == nil || dec.Allowed {
+		t.Fatalf("a removal with unreadable memory: %+v, %v", dec, err)
+	}
+	if dec, err := broken.Decide(context.Background(), key, t0, Removal{Total: 50}); err != nil || !dec.Allowed {
+		t.Fatalf("nothing to remove with unreadable memory: %+v, %v", dec, err)
+	}
 	// A store that refuses the write allows nothing.
 	store.fails = true
 	g = &ShrinkGuard{Window: time.Minute, Store: store}
