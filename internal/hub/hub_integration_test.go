@@ -125,8 +125,6 @@ func runHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) (stop func()) {
 // tenantWriter is what an operator sets up in a tenant namespace for the hub (docs/operations.md):
 // a ServiceAccount sa with the rules given (a Role), and the hub's right to impersonate the
 // namespace's ServiceAccounts (a RoleBinding of regionsync-hub-impersonate).
-//
-//nolint:unparam // a helper for any tenant namespace; the tests so far use one
 func tenantWriter(t *testing.T, c client.Client, namespace, sa string, rules ...rbacv1.PolicyRule) {
 	t.Helper()
 	create(t, c,
