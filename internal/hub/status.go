@@ -109,6 +109,11 @@ type StatusInput struct {
 	InvalidHealthRule error
 	// Rollout is the rollout phase's outcome (nil: nothing was decided).
 	Rollout *RolloutOutcome
+	// HeldMessage says what holds the removals (the RemovalHeld message), when Held.
+	HeldMessage string
+	// NotApplied is a finding that makes Applied False (its reason from conditionReason) although
+	// nothing failed, e.g. a source selector that matches nothing.
+	NotApplied error
 }
 
 // ComputeStatus builds a Distribution's status from a reconcile's findings and the previous
@@ -197,7 +202,7 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 	c := st.Counts
 	switch {
 	case in.InvalidSpec != nil:
-		set(regionsyncv1alpha1.DistributionApplied, false, regionsyncv1alpha1.ReasonInvalidSpec, in.InvalidSpec.Error()+"; nothing placed was changed")
+		set(regionsyncv1alpha1.DistributionApplied, false, conditionReason(in.InvalidSpec, regionsyncv1alpha1.ReasonInvalidSpec), in.InvalidSpec.Error()+"; nothing placed was changed")
 	case len(failed) > 0:
 		reason := regionsyncv1alpha1.ReasonApplyFailed
 		if slices.ContainsFunc(entries, func(e regionsyncv1alpha1.DistributionRegionStatus) bool {
@@ -206,6 +211,8 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 			reason = regionsyncv1alpha1.ReasonConflict
 		}
 		set(regionsyncv1alpha1.DistributionApplied, false, reason, fmt.Sprintf("%d of %d regions failed: %s", len(failed), c.Selected, summary(failed)))
+	case in.NotApplied != nil:
+		set(regionsyncv1alpha1.DistributionApplied, false, conditionReason(in.NotApplied, regionsyncv1alpha1.ReasonInvalidSpec), in.NotApplied.Error())
 	case c.Selected == 0:
 		set(regionsyncv1alpha1.DistributionApplied, true, regionsyncv1alpha1.ReasonNoRegions, "the placement selects no region")
 	default:
@@ -223,7 +230,7 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 	}
 	switch {
 	case in.InvalidSpec != nil:
-		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonInvalidSpec, in.InvalidSpec.Error())
+		set(regionsyncv1alpha1.DistributionDegraded, true, conditionReason(in.InvalidSpec, regionsyncv1alpha1.ReasonInvalidSpec), in.InvalidSpec.Error())
 	case in.InvalidHealthRule != nil:
 		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonInvalidHealthRule, in.InvalidHealthRule.Error()+"; every copy's health is Unknown")
 	case len(failed) > 0:
@@ -237,7 +244,9 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 	default:
 		set(regionsyncv1alpha1.DistributionDegraded, false, regionsyncv1alpha1.ReasonAsExpected, "nothing is degraded")
 	}
-	if in.Held {
+	if in.Held && in.HeldMessage != "" {
+		set(regionsyncv1alpha1.DistributionRemovalHeld, true, regionsyncv1alpha1.ReasonHeld, in.HeldMessage)
+	} else if in.Held {
 		set(regionsyncv1alpha1.DistributionRemovalHeld, true, regionsyncv1alpha1.ReasonHeld, fmt.Sprintf(
 			"removing %d per-region objects would exceed the shrink guard (max(1, 10%%) within its window, or a deleted Region); held since %s: confirm with the annotation %s=<RFC 3339 time after that>",
 			c.Removing, in.HeldSince.UTC().Format(time.RFC3339), in.ConfirmKey))
