@@ -128,6 +128,25 @@ type ResourceCounts struct {
 	DeletionsHeld int32 `json:"deletionsHeld,omitempty"`
 }
 
+// Bounds of a Region's status.clusterProperties.
+const (
+	// MaxClusterProperties is how many ClusterProperty objects a Region reports.
+	MaxClusterProperties = 64
+	// MaxClusterPropertyValue is how long a reported value may be (a ClusterProfile property's
+	// limit).
+	MaxClusterPropertyValue = 1024
+)
+
+// ClusterProperty is one of the regional cluster's ClusterProperty objects: its name and value.
+type ClusterProperty struct {
+	// Name is the ClusterProperty's name (e.g. cluster.clusterset.k8s.io).
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Value is its spec.value, cut to MaxClusterPropertyValue characters.
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
+}
+
 // RegionStatus is published by the region's leading agent.
 type RegionStatus struct {
 	// Conditions: Ready, ManagementConnected, ShardClaimed, Synced, DeletionsHeld.
@@ -144,6 +163,20 @@ type RegionStatus struct {
 	// AgentVersion is the leading agent's version.
 	// +optional
 	AgentVersion string `json:"agentVersion,omitempty"`
+	// KubernetesVersion is the regional API server's version (its /version gitVersion, e.g.
+	// v1.36.3). A server built from source without release metadata reports v0.0.0-master; the
+	// agent then reports the binary's major.minor (e.g. v1.36) when the server states it, else
+	// the gitVersion as it is.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// ClusterProperties are the regional cluster's ClusterProperty objects (the About API,
+	// about.k8s.io/v1alpha1, KEP-2149) where the region has them, read-only: at most
+	// MaxClusterProperties, by name, each value cut to MaxClusterPropertyValue characters.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	ClusterProperties []ClusterProperty `json:"clusterProperties,omitempty"`
 	// Shard describes the claimed shard.
 	// +optional
 	Shard string `json:"shard,omitempty"`

@@ -68,6 +68,8 @@ type Config struct {
 	AllowSecrets bool `json:"allowSecrets,omitempty"`
 	// Telemetry configures metrics, health probes and tracing.
 	Telemetry TelemetryConfig `json:"telemetry,omitempty"`
+	// ClusterProfiles publishes one ClusterProfile per Region (off unless it names a namespace).
+	ClusterProfiles ClusterProfilesConfig `json:"clusterProfiles,omitempty"`
 }
 
 // LivenessConfig times the region liveness judgement.
@@ -180,6 +182,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, field.Invalid(field.NewPath("defaultServiceAccountName"), n, msg))
 		}
 	}
+	errs = append(errs, c.ClusterProfiles.Validate(field.NewPath("clusterProfiles"))...)
 	if c.Concurrency < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("concurrency"), c.Concurrency, "must be at least 1"))
 	}
