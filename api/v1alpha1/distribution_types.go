@@ -136,6 +136,15 @@ type DistributionSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// Namespaces asks each placed region for namespace fan-out: a label selector over the
+	// region's namespaces ("*": every namespace in the agent's scope). The per-region object
+	// carries it as the annotation <domain>/fan-out-namespaces, and each region's agent keeps
+	// one copy in every matching namespace instead of the object's mapped one (the kind must
+	// have fan-out enabled in the agent's configuration). Unset: no fan-out.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Namespaces string `json:"namespaces,omitempty"`
 }
 
 // Placement selects Regions by name and/or by their labels.
