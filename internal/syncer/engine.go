@@ -45,7 +45,7 @@ type Engine struct {
 	// namespaces caches the region's namespaces (metadata only) when a kind fans out; nil
 	// otherwise.
 	namespaces cache.Cache
-	log          logr.Logger
+	log        logr.Logger
 	// typed are the kinds the host caches as Go types; local is the engine's client of the
 	// local cluster (cached reads of the managed kinds, typed ones converted).
 	typed map[schema.GroupVersionKind]bool

@@ -757,7 +757,7 @@ type fanOutSource struct {
 	// keep are the namespaces that keep a copy (nil: every copy is kept, the selector being
 	// invalid or the object paused); off: the object no longer asks for fan-out.
 	keep, terminating sets.Set[string]
-	off                bool
+	off               bool
 }
 
 // countFanOutCopy counts one fan-out copy in the census. A fan-out object gone or terminating is
