@@ -76,6 +76,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (no control plane is started).
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzOverlap -fuzztime $(FUZZTIME) ./internal/shard/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzRender -fuzztime $(FUZZTIME) ./internal/hub/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzIsSubset -fuzztime $(FUZZTIME) ./internal/syncer/
+	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzParseFanOutSelector -fuzztime $(FUZZTIME) ./internal/syncer/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzCompactRoundTrip -fuzztime $(FUZZTIME) ./internal/syncer/compact/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzStringPairs -fuzztime $(FUZZTIME) ./internal/syncer/compact/
 	REGIONSYNC_NO_CONTROL_PLANE=1 $(GO) test -run XXX -fuzz FuzzUUID -fuzztime $(FUZZTIME) ./internal/syncer/compact/
