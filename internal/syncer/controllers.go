@@ -400,10 +400,10 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 // maps to its name (an ordinary copy's, or one whose mapped name a fan-out copy holds).
 func (e *Engine) localRequests(r *Reconciler, o client.Object) []reconcile.Request {
 	reqs := e.remoteRequest(objectRef(o))
-	if source, ok := r.fanOutSourceOf(o); ok && e.inShard(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: source.Namespace, Name: source.Name}}) {
-		r.fanOutKeys.Store(source, struct{}{})
-		if len(reqs) == 0 || reqs[0].NamespacedName != source {
-			reqs = append(reqs, reconcile.Request{NamespacedName: source})
+	if src, ok := r.fanOutSourceOf(o); ok && e.inShard(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace, Name: src.Name}}) {
+		r.fanOutKeys.Store(src, struct{}{})
+		if len(reqs) == 0 || reqs[0].NamespacedName != src {
+			reqs = append(reqs, reconcile.Request{NamespacedName: src})
 		}
 	}
 	return reqs

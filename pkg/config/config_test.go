@@ -173,9 +173,9 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		"fan-out wide duplicate": {edit: func(m map[string]any) {
 			res(m, 0)["fanOut"] = map[string]any{"enabled": true, "wideSourceNamespaces": []any{"platform", "platform"}}
 		}, want: "resources[0].fanOut.wideSourceNamespaces[1]: Duplicate value"},
-		"lease <= renew":   {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "5s" }, want: "leaderElection.leaseDuration: Invalid value"},
-		"renew <= retry":   {edit: func(m map[string]any) { sub(m, "leaderElection")["retryPeriod"] = "9s" }, want: "leaderElection.renewDeadline: Invalid value"},
-		"bad duration":     {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "soon" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"lease <= renew": {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "5s" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"renew <= retry": {edit: func(m map[string]any) { sub(m, "leaderElection")["retryPeriod"] = "9s" }, want: "leaderElection.renewDeadline: Invalid value"},
+		"bad duration":   {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "soon" }, want: "leaderElection.leaseDuration: Invalid value"},
 		"claim lease <= renew": {edit: func(m map[string]any) {
 			sub(m, "management")["claim"] = map[string]any{"leaseDuration": "30s"}
 		}, want: "management.claim.leaseDuration: Invalid value"},
