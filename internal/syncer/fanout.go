@@ -485,10 +485,16 @@ func (r *Reconciler) fanOutPrune(ctx context.Context, s *scope, targets []string
 	rep.err = errors.Join(append(errs, rep.err)...)
 }
 
-// fanOutTurnedOff removes every fan-out copy, one budget unit per namespace, of an object that no
-// longer asks for fan-out; once none is left, the object is an ordinary one again (its next pass
-// creates its mapped copy).
+// fanOutTurnedOff ends the fan-out of an object that no longer asks for it: the copy in its mapped
+// namespace becomes its ordinary copy again (its fan-out marks removed), every other copy is
+// removed, one budget unit per namespace; once none is left, the object is an ordinary one again.
 func (r *Reconciler) fanOutTurnedOff(ctx context.Context, s *scope, copies map[string]*unstructured.Unstructured) error {
+	if mapped, ok := copies[s.localKey.Namespace]; ok && mapped.GetDeletionTimestamp().IsZero() && !r.Keys.IsPaused(mapped.GetAnnotations()) {
+		if err := r.unmarkFanOut(ctx, mapped); err != nil {
+			return err
+		}
+		delete(copies, s.localKey.Namespace)
+	}
 	rep := &fanOutResult{}
 	r.fanOutPrune(ctx, s, nil, sets.New[string](), copies, rep)
 	if len(copies) == 0 {
@@ -499,6 +505,27 @@ func (r *Reconciler) fanOutTurnedOff(ctx context.Context, s *scope, copies map[s
 	s.state = StatePending
 	s.result = reconcile.Result{RequeueAfter: max(rep.requeue, waitRequeue)}
 	return rep.err
+}
+
+// unmarkFanOut removes a fan-out copy's source marks: it is the ordinary copy of its object again
+// (it keeps the region's mark and the remote UID). The write fails when the copy changed since it
+// was read.
+func (r *Reconciler) unmarkFanOut(ctx context.Context, c *unstructured.Unstructured) error {
+	unmarked := c.DeepCopy()
+	labels, annotations := unmarked.GetLabels(), unmarked.GetAnnotations()
+	delete(labels, r.Keys.FanOutSource)
+	delete(annotations, r.Keys.FanOutSourceKey)
+	unmarked.SetLabels(labels)
+	unmarked.SetAnnotations(annotations)
+	err := r.write(ctx, sideLocal, "update local", unmarked, func(ctx context.Context) error {
+		return r.Local.Patch(ctx, unmarked, client.MergeFromWithOptions(c, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		r.countFailure(telemetry.DirectionDown, err)
+		return fmt.Errorf("turning fan-out copy %s back into an ordinary copy: %w", objectRef(c), err)
+	}
+	r.count(telemetry.DirectionDown, telemetry.ResultWritten)
+	return nil
 }
 
 // fanOutRemoveAll deletes every copy of a fan-out object that is gone (orphan) or terminating:
@@ -788,7 +815,7 @@ func (r *Reconciler) countFanOutCopy(ctx context.Context, c *budget.Census, fan 
 		c.Live++
 	default:
 		c.Live++
-		if src.off || src.keep != nil && !src.keep.Has(local.GetNamespace()) && !src.terminating.Has(local.GetNamespace()) {
+		if src.keep != nil && !src.keep.Has(local.GetNamespace()) && !src.terminating.Has(local.GetNamespace()) {
 			c.Doomed[fanOutUnit(objectRef(local))] = objectRef(local)
 		}
 	}
@@ -811,7 +838,15 @@ func (r *Reconciler) fanOutSourceState(ctx context.Context, key types.Namespaced
 	}
 	spec, asked := remote.GetAnnotations()[r.Keys.FanOutNamespaces]
 	if !asked {
-		return &fanOutSource{off: !paused}, nil
+		if paused {
+			return &fanOutSource{}, nil
+		}
+		// Every copy goes but the one in the mapped namespace, which becomes the ordinary copy.
+		keep := sets.New[string]()
+		if local, err := r.Mapper.ToLocal(key); err == nil {
+			keep.Insert(local.Namespace)
+		}
+		return &fanOutSource{keep: keep, terminating: sets.New[string]()}, nil
 	}
 	sel, err := parseFanOutSelector(spec)
 	if err != nil || paused || r.Namespaces == nil {

@@ -126,6 +126,7 @@ func (f *fanOut) report(key types.NamespacedName) (matching, current int, failed
 	return r.Matching, r.Current, r.Failed, nil
 }
 
+// setAnnotation sets the fan-out annotation on a management ConfigMap.
 func (f *fanOut) setAnnotation(key types.NamespacedName, value string) {
 	f.t.Helper()
 	cm := &corev1.ConfigMap{}
@@ -133,6 +134,9 @@ func (f *fanOut) setAnnotation(key types.NamespacedName, value string) {
 		f.t.Fatal(err)
 	}
 	before := cm.DeepCopy()
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
 	cm.Annotations[f.keys.FanOutNamespaces] = value
 	if err := f.mgmt.Patch(f.ctx, cm, client.MergeFrom(before)); err != nil {
 		f.t.Fatal(err)
@@ -324,4 +328,67 @@ func TestFanOutSingleCluster(t *testing.T) {
 	if f.copyIn(team, "pull") == nil {
 		t.Fatal("the source object was deleted")
 	}
+}
+
+// TestFanOutTurnedOnAndOff: an object with an ordinary copy that starts asking for fan-out turns
+// that copy into the fan-out copy of its namespace (no second object) and gets copies in the
+// other matching namespaces; when it stops asking, every fan-out copy goes and its ordinary copy
+// comes back, with its generation annotations.
+func TestFanOutTurnedOnAndOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
+		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &config.FanOutConfig{Enabled: true}}}
+	}))
+	f := &fanOut{env: e, label: "fanout-" + e.name}
+	src, other := e.remoteNamespace("src"), e.ns("other")
+	f.namespace(other, map[string]string{f.label: "yes"})
+	key := types.NamespacedName{Namespace: src, Name: "x" + e.suffix}
+	data := map[string]string{"k": "v"}
+	if err := e.mgmt.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	var ordinaryUID types.UID
+	e.eventually("the ordinary copy", func() error {
+		cm := f.copyIn(src, "x")
+		if cm == nil || cm.Labels[e.keys.Region] != e.cfg.Region {
+			return fmt.Errorf("no copy in %s", src)
+		}
+		ordinaryUID = cm.UID
+		return nil
+	})
+	f.relabel(src, "yes")
+	f.setAnnotation(key, f.label+"=yes")
+	f.waitCopies(key, "x", data, []string{src, other}, []string{src, other})
+	if got := f.copyIn(src, "x"); got.UID != ordinaryUID {
+		t.Fatalf("the ordinary copy was replaced (uid %s, was %s), not taken over as the fan-out copy", got.UID, ordinaryUID)
+	}
+
+	// Stop asking: the fan-out copies go, the ordinary copy comes back.
+	cm := &corev1.ConfigMap{}
+	if err := e.mgmt.Get(e.ctx, key, cm); err != nil {
+		t.Fatal(err)
+	}
+	before := cm.DeepCopy()
+	delete(cm.Annotations, e.keys.FanOutNamespaces)
+	if err := e.mgmt.Patch(e.ctx, cm, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("only the ordinary copy, current", func() error {
+		if f.copyIn(other, "x") != nil {
+			return fmt.Errorf("a copy is left in %s", other)
+		}
+		local := f.copyIn(src, "x")
+		if local == nil || local.Labels[e.keys.FanOutSource] != "" || local.Labels[e.keys.Region] != e.cfg.Region {
+			return fmt.Errorf("no ordinary copy in %s: %v", src, local)
+		}
+		remote := &corev1.ConfigMap{}
+		if err := e.mgmt.Get(e.ctx, key, remote); err != nil {
+			return err
+		}
+		if remote.Annotations[e.keys.RemoteGeneration] == "" {
+			return fmt.Errorf("no generation annotations: %v", remote.Annotations)
+		}
+		return nil
+	})
 }
