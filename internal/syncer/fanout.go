@@ -327,6 +327,11 @@ func (r *Reconciler) fanOutSync(ctx context.Context, s *scope, targets []string,
 	for _, ns := range targets {
 		copyKey := types.NamespacedName{Namespace: ns, Name: s.localKey.Name}
 		live := copies[ns]
+		if live == nil {
+			live = r.justCreated(copyKey) // created by a pass the cache has not caught up with
+		} else {
+			r.created.Delete(copyKey)
+		}
 		if live != nil && (r.Keys.IsPaused(live.GetAnnotations()) || !live.GetDeletionTimestamp().IsZero()) {
 			if !live.GetDeletionTimestamp().IsZero() {
 				rep.requeue = minRequeue(rep.requeue, waitRequeue) // recreated once gone
@@ -400,6 +405,7 @@ func (r *Reconciler) fanOutWrite(ctx context.Context, remote *unstructured.Unstr
 		return false, 0, err
 	}
 	if live == nil {
+		r.rememberCreated(copyKey, out)
 		r.createdEvents.add(out, copyKey.String(), "fan-out copy of management object "+objectRef(remote).String())
 	}
 	if wait := r.fights.RetryAfter(copyKey, time.Now()); wait > 0 {
