@@ -204,6 +204,32 @@ func TestFanOutBySelector(t *testing.T) {
 	if f.copyIn(src, "ca") != nil {
 		t.Fatal("the fan-out object got an ordinary copy in its mapped namespace")
 	}
+	e.eventually("the kind's fan-out counts (the Region's, the metric's)", func() error {
+		for _, st := range e.syncer.Stats() {
+			if st.Resource == "ConfigMap" && st.FanOutMatching == 7 && st.FanOutCurrent == 7 && st.FanOutFailed == 0 && st.Counts["synced"] == 2 {
+				return nil
+			}
+		}
+		return fmt.Errorf("stats %+v", e.syncer.Stats())
+	})
+
+	// An ordinary object whose mapped name a fan-out copy holds does not overwrite it.
+	e.remoteNamespace("a")
+	ordinary := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: a, Name: "ca" + e.suffix}, Data: map[string]string{"other": "object"}}
+	if err := e.mgmt.Create(e.ctx, ordinary); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEvent(e.mgmt, a, ordinary.Name, syncer.ReasonFanOutCollision)
+	if err := e.mgmt.Delete(e.ctx, ordinary); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the ordinary object released", func() error {
+		if err := e.mgmt.Get(e.ctx, client.ObjectKeyFromObject(ordinary), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	f.waitCopies(tenant, "ca", data, all, []string{a, b, c})
 
 	// A namespace created with the label gets its copy; a label removed loses it.
 	f.namespace(later, sel)
@@ -254,7 +280,32 @@ func TestFanOutBySelector(t *testing.T) {
 		return f.copyIn(a, "ca") == nil || f.copyIn(c, "ca") == nil || f.copyIn(later, "ca") == nil
 	})
 	e.waitEvent(e.local, a, "ca", syncer.ReasonDeletionHeld)
+	// The region's release on one copy lets that deletion through, and only that one.
+	held := f.copyIn(later, "ca")
+	held.Annotations[e.keys.ReleaseDeletion] = "true"
+	if err := e.local.Update(e.ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the released copy deleted", func() error {
+		if f.copyIn(later, "ca") != nil {
+			return fmt.Errorf("the released copy in %s is still there", later)
+		}
+		return nil
+	})
+	if f.copyIn(a, "ca") == nil || f.copyIn(c, "ca") == nil {
+		t.Fatal("a held copy was deleted with the released one")
+	}
 	f.setAnnotation(tenant, f.label+"=yes")
+	f.waitCopies(tenant, "ca", data, all, []string{a, c, later})
+	// The selector restored, nothing is doomed any more: the hold ends by itself.
+	e.eventually("the hold over", func() error {
+		for _, st := range e.syncer.Stats() {
+			if st.Resource == "ConfigMap" && st.DeletionsHeld == 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("stats %+v", e.syncer.Stats())
+	})
 
 	// Deleting the source deletes every copy, then releases the finalizer; the unmarked object
 	// stays.
