@@ -443,3 +443,50 @@ func TestFanOutTurnedOnAndOff(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFanOutApply: with strategy Apply a copy is written by server-side apply, fields another
+// writer owns survive, and an unmarked object in the way is looked at first, never applied over.
+func TestFanOutApply(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
+		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", Strategy: config.StrategyApply,
+			FanOut: &config.FanOutConfig{Enabled: true}}}
+	}))
+	f := &fanOut{env: e, label: "fanout-" + e.name}
+	a, taken := e.ns("a"), e.ns("taken")
+	f.namespace(a, map[string]string{f.label: "yes"})
+	f.namespace(taken, nil)
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: taken, Name: "ca"}, Data: map[string]string{"mine": "yes"}}
+	if err := e.local.Create(e.ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	f.relabel(taken, "yes")
+	src := e.remoteNamespace("src")
+	key := types.NamespacedName{Namespace: src, Name: "ca" + e.suffix}
+	data := map[string]string{"ca.crt": "one"}
+	if err := e.mgmt.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCopies(key, "ca", data, []string{a}, []string{a})
+	e.waitEvent(e.mgmt, src, key.Name, syncer.ReasonAdoptionRefused)
+	if got := f.copyIn(taken, "ca"); !maps.Equal(got.Data, mine.Data) || got.Labels[e.keys.Region] != "" {
+		t.Fatalf("the unmarked object was applied over: labels %v data %v", got.Labels, got.Data)
+	}
+	// A field another writer adds survives; a field the source owns is re-applied.
+	cm := f.copyIn(a, "ca")
+	before := cm.DeepCopy()
+	cm.Data["local"] = "kept"
+	cm.Data["ca.crt"] = "drift"
+	if err := e.local.Patch(e.ctx, cm, client.MergeFrom(before), client.FieldOwner("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the source's field re-applied, the local one kept", func() error {
+		got := f.copyIn(a, "ca")
+		if got.Data["ca.crt"] != "one" || got.Data["local"] != "kept" {
+			return fmt.Errorf("data %v", got.Data)
+		}
+		return nil
+	})
+}
