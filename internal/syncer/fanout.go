@@ -518,10 +518,10 @@ func (r *Reconciler) fanOutTurnedOff(ctx context.Context, s *scope, copies map[s
 // was read.
 func (r *Reconciler) unmarkFanOut(ctx context.Context, c *unstructured.Unstructured) error {
 	unmarked := c.DeepCopy()
-	labels, annotations := unmarked.GetLabels(), unmarked.GetAnnotations()
-	delete(labels, r.Keys.FanOutSource)
+	lbls, annotations := unmarked.GetLabels(), unmarked.GetAnnotations()
+	delete(lbls, r.Keys.FanOutSource)
 	delete(annotations, r.Keys.FanOutSourceKey)
-	unmarked.SetLabels(labels)
+	unmarked.SetLabels(lbls)
 	unmarked.SetAnnotations(annotations)
 	err := r.write(ctx, sideLocal, "update local", unmarked, func(ctx context.Context) error {
 		return r.Local.Patch(ctx, unmarked, client.MergeFromWithOptions(c, client.MergeFromWithOptimisticLock{}))
@@ -788,9 +788,9 @@ type fanOutSource struct {
 	// doomed: gone from the management cache or terminating (and not paused); counted once.
 	doomed, counted bool
 	// keep are the namespaces that keep a copy (nil: every copy is kept, the selector being
-	// invalid or the object paused); off: the object no longer asks for fan-out.
+	// invalid or the object paused; the mapped namespace only when it no longer asks for
+	// fan-out), terminating those whose copies go with them.
 	keep, terminating sets.Set[string]
-	off               bool
 }
 
 // countFanOutCopy counts one fan-out copy in the census. A fan-out object gone or terminating is
