@@ -306,6 +306,8 @@ func (r *Reconciler) inShardScope(name string) func(string) bool {
 // fanOutResult is what one fan-out pass found and did.
 type fanOutResult struct {
 	matching, current int
+	// generation is the management object's generation the pass copied.
+	generation int64
 	// failed are the matching namespaces whose copy failed (refused or not written), sorted.
 	failed []string
 	// requeue is when the pass must run again (zero: on the next event).
@@ -317,7 +319,7 @@ type fanOutResult struct {
 // fanOutSync creates or updates the copy in every target namespace (at most maxFanOutWrites
 // writes per pass, Resource.Concurrency at a time).
 func (r *Reconciler) fanOutSync(ctx context.Context, s *scope, targets []string, copies map[string]*unstructured.Unstructured) *fanOutResult {
-	rep := &fanOutResult{matching: len(targets)}
+	rep := &fanOutResult{matching: len(targets), generation: s.remote.GetGeneration()}
 	marks := r.fanOutMarks(s.req.NamespacedName)
 	var mu sync.Mutex
 	var errs []error
@@ -655,11 +657,14 @@ type fanOutReport struct {
 	Current    int      `json:"current"`
 	Failed     []string `json:"failed,omitempty"`
 	MoreFailed int      `json:"moreFailed,omitempty"`
+	// Generation is the management object's metadata.generation the current copies hold
+	// (omitted for kinds without one).
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // encodeFanOutReport is the report annotation's value for a pass's result.
 func encodeFanOutReport(rep *fanOutResult) string {
-	v := fanOutReport{Matching: rep.matching, Current: rep.current, Failed: rep.failed}
+	v := fanOutReport{Matching: rep.matching, Current: rep.current, Failed: rep.failed, Generation: rep.generation}
 	if len(v.Failed) > maxReportedFailures {
 		v.Failed, v.MoreFailed = v.Failed[:maxReportedFailures], len(v.Failed)-maxReportedFailures
 	}
