@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -13,11 +14,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -489,4 +494,60 @@ func TestFanOutApply(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestFanOutShippedRBAC runs a fan-out agent in the region as the agent's ServiceAccount with
+// exactly the shipped base RBAC (deploy/kustomize/agent) plus the fan-out add-on
+// (deploy/kustomize/agent-fanout): enough to fan a ConfigMap out, present and future namespaces.
+func TestFanOutShippedRBAC(t *testing.T) {
+	t.Parallel()
+	needFleet(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, dir := range []string{"agent", "agent-fanout"} {
+		rendered, err := deploy.Render(filepath.Join(root, "deploy", "kustomize", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range rendered {
+			switch o.GetKind() {
+			case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+				objs = append(objs, o)
+			}
+		}
+	}
+	for _, kind := range []string{"Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"} {
+		for _, o := range objs {
+			if o.GetKind() != kind {
+				continue
+			}
+			o = o.DeepCopy()
+			if err := region.Client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("fanout-test"), client.ForceOwnership); err != nil {
+				t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	agent := rest.CopyConfig(region.Config)
+	agent.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:regionsync-system:regionsync-agent",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:regionsync-system", "system:authenticated"}}
+	e := newEnv(t, withLocalConfig(agent), withConfig(func(c *config.AgentConfig) {
+		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &config.FanOutConfig{Enabled: true}}}
+	}))
+	f := &fanOut{env: e, label: "fanout-" + e.name}
+	a, later := e.ns("a"), e.ns("later")
+	f.namespace(a, map[string]string{f.label: "yes"})
+	src := e.remoteNamespace("src")
+	key := types.NamespacedName{Namespace: src, Name: "ca" + e.suffix}
+	data := map[string]string{"ca.crt": "one"}
+	if err := e.mgmt.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCopies(key, "ca", data, []string{a}, []string{a})
+	f.namespace(later, map[string]string{f.label: "yes"})
+	f.waitCopies(key, "ca", data, []string{a, later}, []string{a, later})
 }
