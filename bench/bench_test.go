@@ -26,7 +26,7 @@ import (
 // params are the suite's knobs, from BENCH_* environment variables (defaults: a quick run).
 type params struct {
 	Sizes        []int           // BENCH_SIZES: initial-sync sizes; the last is the synced set of every later figure (default 1000)
-	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,idle or "all" (initial sync always runs)
+	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,idle,fanout or "all" (initial sync always runs)
 	Rates        []int           // BENCH_RATES: changes/s of the latency figures (default 20,100)
 	Churn        time.Duration   // BENCH_CHURN: how long each latency churn lasts (default 30s)
 	Grace        time.Duration   // BENCH_GRACE: how long after a churn a change may still arrive (default 10s)
@@ -86,7 +86,7 @@ func loadParams(t *testing.T) params {
 	if p.PerNamespace == 0 {
 		t.Fatal("BENCH_PER_NAMESPACE must be positive")
 	}
-	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "idle"}
+	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "idle", "fanout"}
 	p.Figures = map[string]bool{}
 	figs := os.Getenv("BENCH_FIGURES")
 	if figs == "" || figs == "all" {
@@ -232,7 +232,7 @@ func TestBench(t *testing.T) {
 		fn   func()
 	}{
 		{"heap", b.heap}, {"rest", b.atRest}, {"writes", b.writesPerChange}, {"latency", b.latency},
-		{"other", b.otherRegions}, {"failover", b.failover}, {"idle", b.idle},
+		{"other", b.otherRegions}, {"failover", b.failover}, {"fanout", b.fanOut}, {"idle", b.idle},
 	}
 	for _, s := range steps {
 		if p.Figures[s.name] {

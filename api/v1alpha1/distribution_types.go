@@ -201,6 +201,15 @@ type DistributionSpec struct {
 	// revision (a halt on failures still happens). Not the agents' per-object pause annotation.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// Namespaces asks each placed region for namespace fan-out: a label selector over the
+	// region's namespaces ("*": every namespace in the agent's scope). The per-region object
+	// carries it as the annotation <domain>/fan-out-namespaces, and each region's agent keeps
+	// one copy in every matching namespace instead of the object's mapped one (the kind must
+	// have fan-out enabled in the agent's configuration). Unset: no fan-out.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Namespaces string `json:"namespaces,omitempty"`
 }
 
 // RolloutStrategyType is how a new revision reaches the regions.

@@ -126,6 +126,14 @@ type ResourceCounts struct {
 	Invalid  int32  `json:"invalid"`
 	// DeletionsHeld counts local copies whose deletion the budget holds.
 	DeletionsHeld int32 `json:"deletionsHeld,omitempty"`
+	// FanOutCopies counts the current namespace fan-out copies of the kind's fan-out objects
+	// (each fan-out object itself is counted once, by its state, above).
+	// +optional
+	FanOutCopies int32 `json:"fanOutCopies,omitempty"`
+	// FanOutFailed counts the namespaces where a fan-out copy failed (an object that is not a
+	// copy in the way, a refused write).
+	// +optional
+	FanOutFailed int32 `json:"fanOutFailed,omitempty"`
 }
 
 // Bounds of a Region's status.clusterProperties.

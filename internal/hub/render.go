@@ -195,6 +195,16 @@ func Render(d *regionsyncv1alpha1.Distribution, t *Template, region *regionsyncv
 		}
 		u = patched
 	}
+	if d.Spec.Namespaces != "" {
+		// Namespace fan-out is asked of the region's agent; overrides may not set it (a
+		// regionsync key), so every placed region fans out alike.
+		annotations := u.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[keys.FanOutNamespaces] = d.Spec.Namespaces
+		u.SetAnnotations(annotations)
+	}
 	return u, nil
 }
 

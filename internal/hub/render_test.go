@@ -297,3 +297,47 @@ func TestConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderNamespaces checks that spec.namespaces reaches every placed region's object as the
+// fan-out annotation, and that an override cannot set or change it.
+func TestRenderNamespaces(t *testing.T) {
+	tmpl, err := ParseTemplate([]byte(tenantJSON), testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		namespaces string
+		overrides  []regionsyncv1alpha1.Override
+		want       string // the annotation; "-": absent
+		err        string
+	}{
+		"unset":       {"", nil, "-", ""},
+		"every":       {"*", nil, "*", ""},
+		"by selector": {"team=a,env in (prod)", nil, "team=a,env in (prod)", ""},
+		"an override may not set it": {"", []regionsyncv1alpha1.Override{{Regions: []string{"us"},
+			MergePatch: &apiextensionsv1.JSON{Raw: []byte(`{"metadata":{"annotations":{"regionsync.dev/fan-out-namespaces":"*"}}}`)}}}, "", "Forbidden"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "acme"},
+				Spec: regionsyncv1alpha1.DistributionSpec{Namespaces: tc.namespaces, Overrides: tc.overrides}}
+			r := testRegion("us", "-us", nil)
+			u, err := Render(d, tmpl, &r, testKeys)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Render: %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Render: %v", err)
+			}
+			got, ok := u.GetAnnotations()[testKeys.FanOutNamespaces]
+			if !ok {
+				got = "-"
+			}
+			if got != tc.want {
+				t.Errorf("annotation %s = %q, want %q", testKeys.FanOutNamespaces, got, tc.want)
+			}
+		})
+	}
+}

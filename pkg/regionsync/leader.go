@@ -272,6 +272,7 @@ func kindStats(stats []syncer.Stats) []health.KindStats {
 				Synced:   int32(s.Counts[syncer.StateSynced]), Pending: int32(s.Counts[syncer.StatePending]),
 				Failed: int32(s.Counts[syncer.StateFailed]), Paused: int32(s.Counts[syncer.StatePaused]),
 				Invalid: int32(s.Counts[syncer.StateInvalid]), DeletionsHeld: int32(s.DeletionsHeld),
+				FanOutCopies: int32(s.FanOutCurrent), FanOutFailed: int32(s.FanOutFailed),
 			},
 			LastSync: s.LastSync,
 		})
