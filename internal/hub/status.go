@@ -40,6 +40,9 @@ type Observation struct {
 func Observe(u *unstructured.Unstructured, keys shard.Keys, rule *HealthRule) Observation {
 	o := Observation{Generation: u.GetGeneration(), Health: string(kstatus.UnknownStatus)}
 	a := u.GetAnnotations()
+	if _, fanOut := a[keys.FanOutNamespaces]; fanOut {
+		return observeFanOut(u, keys, o)
+	}
 	local, err := strconv.ParseInt(a[keys.LocalGeneration], 10, 64)
 	copied := err == nil && a[keys.RemoteGeneration] == strconv.FormatInt(o.Generation, 10)
 	observed, found, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
@@ -72,6 +75,36 @@ func Observe(u *unstructured.Unstructured, keys shard.Keys, rule *HealthRule) Ob
 		if err != nil {
 			o.HealthError = err.Error()
 		}
+	}
+	return o
+}
+
+// observeFanOut judges a per-region object that asks for namespace fan-out from the report its
+// region's agent writes (no status is uploaded from N copies): current when every matching
+// namespace's copy holds the object's content now; health Failed when a namespace's copy failed,
+// Current when current, else InProgress (Unknown before the first report).
+func observeFanOut(u *unstructured.Unstructured, keys shard.Keys, o Observation) Observation {
+	if u.GetDeletionTimestamp() != nil {
+		o.Health = string(kstatus.TerminatingStatus)
+		return o
+	}
+	value, ok := u.GetAnnotations()[keys.FanOutReport]
+	if !ok {
+		return o // not reported yet
+	}
+	r, err := keys.ParseFanOutReport(value)
+	if err != nil {
+		o.HealthError = err.Error()
+		return o
+	}
+	o.Current = keys.FanOutCurrent(r, u)
+	switch {
+	case len(r.Failed) > 0 || r.MoreFailed > 0:
+		o.Health = string(kstatus.FailedStatus)
+	case o.Current:
+		o.Health = string(kstatus.CurrentStatus)
+	default:
+		o.Health = string(kstatus.InProgressStatus)
 	}
 	return o
 }

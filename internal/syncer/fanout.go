@@ -306,8 +306,10 @@ func (r *Reconciler) inShardScope(name string) func(string) bool {
 // fanOutResult is what one fan-out pass found and did.
 type fanOutResult struct {
 	matching, current int
-	// generation is the management object's generation the pass copied.
+	// generation is the management object's generation the pass copied; hash, for a kind
+	// without one, the hash of the content it copied (shard.Keys.AppliedContentHash).
 	generation int64
+	hash       string
 	// failed are the matching namespaces whose copy failed (refused or not written), sorted.
 	failed []string
 	// requeue is when the pass must run again (zero: on the next event).
@@ -320,6 +322,9 @@ type fanOutResult struct {
 // writes per pass, Resource.Concurrency at a time).
 func (r *Reconciler) fanOutSync(ctx context.Context, s *scope, targets []string, copies map[string]*unstructured.Unstructured) *fanOutResult {
 	rep := &fanOutResult{matching: len(targets), generation: s.remote.GetGeneration()}
+	if rep.generation == 0 {
+		rep.hash = r.Keys.AppliedContentHash(s.remote)
+	}
 	marks := r.fanOutMarks(s.req.NamespacedName)
 	var mu sync.Mutex
 	var errs []error
@@ -649,22 +654,9 @@ func (r *Reconciler) forgetFanOut(key types.NamespacedName) {
 	r.publishFanOut(key, nil)
 }
 
-// fanOutReport is the value of the report annotation on a fan-out object.
-type fanOutReport struct {
-	// Matching namespaces, Current copies, and the namespaces whose copy Failed (at most
-	// maxReportedFailures named, MoreFailed the others).
-	Matching   int      `json:"matching"`
-	Current    int      `json:"current"`
-	Failed     []string `json:"failed,omitempty"`
-	MoreFailed int      `json:"moreFailed,omitempty"`
-	// Generation is the management object's metadata.generation the current copies hold
-	// (omitted for kinds without one).
-	Generation int64 `json:"generation,omitempty"`
-}
-
 // encodeFanOutReport is the report annotation's value for a pass's result.
 func encodeFanOutReport(rep *fanOutResult) string {
-	v := fanOutReport{Matching: rep.matching, Current: rep.current, Failed: rep.failed, Generation: rep.generation}
+	v := shard.FanOutReport{Matching: rep.matching, Current: rep.current, Failed: rep.failed, Generation: rep.generation, Hash: rep.hash}
 	if len(v.Failed) > maxReportedFailures {
 		v.Failed, v.MoreFailed = v.Failed[:maxReportedFailures], len(v.Failed)-maxReportedFailures
 	}

@@ -150,10 +150,11 @@ func TestEncodeFanOutReport(t *testing.T) {
 		rep  fanOutResult
 		want string
 	}{
-		"all current":  {fanOutResult{matching: 3, current: 3}, `{"matching":3,"current":3}`},
-		"failed":       {fanOutResult{matching: 3, current: 2, failed: []string{"team-b"}}, `{"matching":3,"current":2,"failed":["team-b"]}`},
-		"many failed":  {fanOutResult{matching: 30, current: 7, failed: many}, `"moreFailed":3}`},
-		"a generation": {fanOutResult{matching: 1, current: 1, generation: 4}, `{"matching":1,"current":1,"generation":4}`},
+		"all current":    {fanOutResult{matching: 3, current: 3}, `{"matching":3,"current":3}`},
+		"failed":         {fanOutResult{matching: 3, current: 2, failed: []string{"team-b"}}, `{"matching":3,"current":2,"failed":["team-b"]}`},
+		"many failed":    {fanOutResult{matching: 30, current: 7, failed: many}, `"moreFailed":3}`},
+		"a generation":   {fanOutResult{matching: 1, current: 1, generation: 4}, `{"matching":1,"current":1,"generation":4}`},
+		"a content hash": {fanOutResult{matching: 1, current: 1, hash: "3f2a"}, `{"matching":1,"current":1,"hash":"3f2a"}`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := encodeFanOutReport(&tc.rep); !strings.HasSuffix(got, tc.want) && got != tc.want {
