@@ -31,6 +31,7 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // The Distribution scenario's tenants on management, each set up as docs/operations.md tells an
@@ -519,7 +520,7 @@ func (s *distScenario) waitPlaced(t *testing.T, want map[string]int32, displayNa
 			if err := s.f.Management().Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-" + r}, obj); err != nil {
 				return err
 			}
-			if obj.Labels[s.keys.Region] != r || obj.Labels[s.keys.Distribution] != name {
+			if obj.Labels[config.RegionLabel] != r || obj.Labels[s.keys.Distribution] != name {
 				return fmt.Errorf("%s's per-region object labelled %v", r, obj.Labels)
 			}
 			e := statusEntry(d, r)

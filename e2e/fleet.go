@@ -5,7 +5,8 @@
 // providers implement Fleet: local (real kube-apiserver, etcd and kube-controller-manager
 // processes, the agent binary as 2 processes per region, every identity enforced by
 // impersonation; runs everywhere, CI included) and kind (clusters from sigs.k8s.io/kind, the image
-// built and loaded; needs Docker: make test-e2e-kind).
+// built and loaded; needs Docker: make test-e2e-kind). Both run the hub on management from
+// deploy/kustomize/hub (2 replicas, its own ServiceAccount) for the Distribution scenario.
 package e2e
 
 import (
