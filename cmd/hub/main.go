@@ -24,8 +24,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/scheme"
@@ -84,11 +82,7 @@ func run(ctx context.Context, cfg *hub.Config) error {
 	}()
 	opts := hub.OptionsFromConfig(cfg)
 	opts.TracerProvider = tp
-	metrics := metricsserver.Options{BindAddress: cfg.Telemetry.MetricsAddr}
-	if cfg.Telemetry.SecureMetrics {
-		metrics.SecureServing = true
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
+	metrics := hub.MetricsServerOptions(cfg.Telemetry)
 	le := cfg.LeaderElection
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                        scheme.New(),

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -204,4 +206,17 @@ func (c *Config) Validate() error {
 		return nil
 	}
 	return &config.ValidationError{Errors: errs}
+}
+
+// MetricsServerOptions is the hub's metrics endpoint as its configuration says: with
+// SecureMetrics, HTTPS where each scraper's token is reviewed and its right to GET /metrics
+// checked (the hub's ClusterRole may create TokenReviews and SubjectAccessReviews; scrapers are
+// bound to regionsync-metrics-reader).
+func MetricsServerOptions(t TelemetryConfig) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: t.MetricsAddr}
+	if t.SecureMetrics {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
