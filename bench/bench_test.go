@@ -314,6 +314,22 @@ func (b *suite) initialSync(n int, last bool) {
 		b.t.Fatal(err)
 	}
 	pc0, pt0 := machineCPU()
+	// Management's API server profiled over the first 20 s of the plain client's sync and of the
+	// agent's (last size, at least 1,000 objects): where its CPU per write goes, compared.
+	var apiProfiles sync.WaitGroup
+	defer apiProfiles.Wait()
+	profileManagement := func(who string) {
+		if !last || n < 1000 {
+			return
+		}
+		apiProfiles.Go(func() {
+			path := filepath.Join(b.dir, fmt.Sprintf("cpu-apiserver-management-%s-%d.pb.gz", who, n))
+			if err := saveAPIServerProfile(ctx, e.mgmt.Config, 20, path); err != nil {
+				b.r.note("initial sync of %d: no CPU profile of management's API server (%s): %v", n, who, err)
+			}
+		})
+	}
+	profileManagement("plain")
 	plain, err := plainSync(ctx, b.plainMgmt, b.plainLocal, b.tr.keys, e.baseRegion, fmt.Sprintf("tenant-base%d", n), basePairs, b.concurrency)
 	if err != nil {
 		b.t.Fatalf("plain client: %v", err)
@@ -391,6 +407,8 @@ func (b *suite) initialSync(n int, last bool) {
 		b.t.Fatal(err)
 	}
 	ac0, at0 := machineCPU()
+	apiProfiles.Wait() // the plain client's profile ends before the agents start
+	profileManagement("agent")
 	done := b.tr.startCount(region, n, marks...)
 	start := time.Now()
 	agents := make([]*agentProc, 0, e.replicas)

@@ -294,3 +294,31 @@ func busySince(b0, t0 uint64) string {
 	}
 	return fmt.Sprintf("%.0f %%", 100*float64(b1-b0)/float64(t1-t0))
 }
+
+// saveAPIServerProfile saves an API server's CPU profile over seconds (kube-apiserver serves
+// /debug/pprof to an admin while --profiling is on, its default), for go tool pprof.
+func saveAPIServerProfile(ctx context.Context, cfg *rest.Config, seconds int, path string) error {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", req.URL.Path, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
