@@ -374,6 +374,7 @@ func (b *suite) idle() {
 		fmt.Sprintf("%.3f; %.3f; %.2f ms/s", reqs, writes, cpu*1000), fmt.Sprintf("no agent: %.2f req/s, %.2f writes/s, %.0f ms/s CPU", per(background, all), per(background, isWrite), background.cpu/background.seconds*1000),
 		"-", "writes ≤ 0.2/s", verdict(writes <= 0.2))
 	b.r.note("idle regions: management writes with %d idle regions: %s over %.0f s", len(agents), busy.writesSummary(), busy.seconds)
+	b.r.note("idle regions: management's other requests with %d idle regions: %s over %.0f s", len(agents), busy.readsSummary(), busy.seconds)
 	if h, err := liveHeap(b.ctx, agents[0].pprof); err == nil {
 		b.r.note("an idle agent's live heap after GC: %.1f MB; RSS %.0f MB", float64(h)/(1<<20), float64(rss(agents[0].proc.Cmd.Process.Pid))/(1<<20))
 		if b.heapSynced > h && len(b.pairs) > 0 {

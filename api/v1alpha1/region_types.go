@@ -159,8 +159,10 @@ type RegionStatus struct {
 	// comes near means renewal fails. Empty when unknown (not a ServiceAccount token).
 	// +optional
 	CredentialExpiryTime *metav1.Time `json:"credentialExpiryTime,omitempty"`
-	// HeartbeatTime is refreshed by the leader at least every minute; its age is how long the
-	// region has been silent (the shard Lease's renewTime is the finer-grained heartbeat).
+	// HeartbeatTime is when the leader last wrote this status. The status is written when it
+	// changes (and, only with the agent's telemetry.heartbeatInterval set, that often besides),
+	// so an old time on an idle region is normal: the region's heartbeat is its shard Lease's
+	// renewTime (Lease region-<name> in the management namespace), which the hub judges.
 	// +optional
 	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`
 }

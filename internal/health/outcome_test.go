@@ -50,7 +50,7 @@ func TestReporterOutcome(t *testing.T) {
 		}
 		lines = append(lines, kind+" "+args)
 	}, funcr.Options{Verbosity: 0})
-	r := &Reporter{Region: "us", Refresh: 30 * time.Second, Log: log}
+	r := &Reporter{Region: "us", Recheck: 30 * time.Second, Log: log}
 	now := time.Now()
 	for i, s := range steps {
 		before := len(lines)
@@ -72,8 +72,8 @@ func TestReporterOutcome(t *testing.T) {
 		if v := m.GetGauge().GetValue(); v != s.published {
 			t.Errorf("step %d: regionsync_region_status_published %v, want %v", i, v, s.published)
 		}
-		if s.err == noKind && !r.notBefore.Equal(now.Add(r.Refresh)) {
-			t.Errorf("step %d: the missing kind is looked for again at %v, want one heartbeat interval later", i, r.notBefore)
+		if s.err == noKind && !r.notBefore.Equal(now.Add(r.Recheck)) {
+			t.Errorf("step %d: the missing kind is looked for again at %v, want one Recheck later", i, r.notBefore)
 		}
 	}
 }
@@ -83,3 +83,29 @@ type netOpError struct{ error }
 
 func (netOpError) Timeout() bool   { return false }
 func (netOpError) Temporary() bool { return false }
+
+// TestBeatDue: by default (Refresh 0) an unchanged status is never rewritten for its heartbeat
+// (the shard Lease's renewal is the heartbeat); with Refresh set, once the heartbeat is that old.
+func TestBeatDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for name, tc := range map[string]struct {
+		refresh time.Duration
+		age     time.Duration
+		want    bool
+	}{
+		"default, fresh":          {0, time.Second, false},
+		"default, an hour old":    {0, time.Hour, false},
+		"default, a year old":     {0, 365 * 24 * time.Hour, false},
+		"30s, younger":            {30 * time.Second, 29 * time.Second, false},
+		"30s, exactly that old":   {30 * time.Second, 30 * time.Second, true},
+		"30s, older":              {30 * time.Second, time.Minute, true},
+		"1s, from the future (0)": {time.Second, -time.Second, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Reporter{Refresh: tc.refresh}
+			if got := r.beatDue(now.Add(-tc.age), now); got != tc.want {
+				t.Errorf("beatDue(refresh %s, age %s) = %v, want %v", tc.refresh, tc.age, got, tc.want)
+			}
+		})
+	}
+}
