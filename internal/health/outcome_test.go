@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -107,5 +108,53 @@ func TestBeatDue(t *testing.T) {
 				t.Errorf("beatDue(refresh %s, age %s) = %v, want %v", tc.refresh, tc.age, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestAwaitingFirstPass: the first report waits for the first pass while the claim syncs or is
+// being taken, within the grace; a refused claim, a finished pass or the grace's end report.
+func TestAwaitingFirstPass(t *testing.T) {
+	begun := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	syncing := Claim{Syncing: true, Reason: regionsyncv1alpha1.ReasonClaimed}
+	waiting := Claim{Reason: regionsyncv1alpha1.ReasonWaiting}
+	overlap := Claim{Reason: regionsyncv1alpha1.ReasonShardOverlap}
+	for name, tc := range map[string]struct {
+		claim    Claim
+		done     bool
+		noSource bool
+		after    time.Duration
+		want     bool
+	}{
+		"syncing, pass not done":         {claim: syncing, after: time.Second, want: true},
+		"claim being taken":              {claim: waiting, after: time.Second, want: true},
+		"pass done":                      {claim: syncing, done: true, after: time.Second, want: false},
+		"grace over":                     {claim: syncing, after: 30 * time.Second, want: false},
+		"refused claim reported at once": {claim: overlap, after: time.Second, want: false},
+		"no first-pass source":           {claim: syncing, noSource: true, after: time.Second, want: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Reporter{FirstPassGrace: 30 * time.Second, begun: begun, Sources: Sources{
+				Claim:         func() Claim { return tc.claim },
+				FirstPassDone: func() bool { return tc.done },
+			}}
+			if tc.noSource {
+				r.Sources.FirstPassDone = nil
+			}
+			if got := r.awaitingFirstPass(begun.Add(tc.after)); got != tc.want {
+				t.Errorf("awaitingFirstPass = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Once the pass was seen done, later reports never wait again in this claim period.
+	done := true
+	r := &Reporter{FirstPassGrace: time.Minute, begun: begun, Sources: Sources{
+		Claim: func() Claim { return syncing }, FirstPassDone: func() bool { return done },
+	}}
+	if r.awaitingFirstPass(begun) {
+		t.Fatal("waits although the pass is done")
+	}
+	done = false
+	if r.awaitingFirstPass(begun.Add(time.Second)) {
+		t.Error("waits again after the pass was seen done")
 	}
 }

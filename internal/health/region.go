@@ -82,7 +82,14 @@ type Reporter struct {
 	// Recheck is how often a missing Region kind is looked for again (default Refresh when set,
 	// else config.DefaultRegionRecheck).
 	Recheck time.Duration
-	Log     logr.Logger
+	// FirstPassGrace is how long after it starts the reporter waits for the first pass over the
+	// shard before its first write (default 30s), while the claim is syncing or still being
+	// taken: an agent restarting over a shard in sync then publishes a status equal to the one
+	// on the Region, and writes nothing, instead of Synced=False for the seconds of its first
+	// pass and then Synced=True again (two management writes per region when a whole fleet
+	// restarts). A claim refused (another fleet, an overlap) is reported at once.
+	FirstPassGrace time.Duration
+	Log            logr.Logger
 
 	// lastWritten is the status as last written or found current; lastWrite when the agent last
 	// wrote; lastBeat the heartbeat on the Region.
@@ -93,6 +100,9 @@ type Reporter struct {
 	// notBefore delays the next look for a Region that does not exist, or whose kind is not
 	// installed (one read per Refresh).
 	notBefore time.Time
+	// begun is when Run started; firstPass that the first pass was seen done.
+	begun     time.Time
+	firstPass bool
 	// failing names the failure being retried ("" while publishing works), so that a failure
 	// is logged once when it starts and once when it ends, not on every tick.
 	failing string
@@ -116,6 +126,10 @@ func (r *Reporter) Run(ctx context.Context) {
 			r.Recheck = r.Refresh
 		}
 	}
+	if r.FirstPassGrace == 0 {
+		r.FirstPassGrace = 30 * time.Second
+	}
+	r.begun, r.firstPass = time.Now(), false
 	kick := make(chan struct{}, 1)
 	go r.watch(ctx, kick)
 	t := time.NewTicker(500 * time.Millisecond)
@@ -212,10 +226,13 @@ func (r *Reporter) watch(ctx context.Context, kick chan<- struct{}) {
 // attempted says whether it asked management at all (not when rate-limited or nothing is due),
 // err how that went.
 func (r *Reporter) report(ctx context.Context, now time.Time) (attempted bool, err error) {
-	if (!r.lastWrite.IsZero() && now.Sub(r.lastWrite) < r.MinInterval) || now.Before(r.notBefore) {
+	if (!r.lastWrite.IsZero() && now.Sub(r.lastWrite) < r.MinInterval) || now.Before(r.notBefore) || r.awaitingFirstPass(now) {
 		return false, nil
 	}
 	want := r.desired(nil)
+	if want.LastSyncTime == nil && r.lastWritten != nil {
+		want.LastSyncTime = r.lastWritten.LastSyncTime
+	}
 	if r.lastWritten != nil && sameOwnStatus(r.lastWritten, &want) && !r.beatDue(r.lastBeat, now) {
 		return false, nil
 	}
@@ -234,6 +251,10 @@ func (r *Reporter) report(ctx context.Context, now time.Time) (attempted bool, e
 	r.missing = false
 	status := r.desired(region.Status.Conditions)
 	current := region.Status.DeepCopy()
+	if status.LastSyncTime == nil {
+		// Nothing written since this agent started: the last sync is still the one recorded.
+		status.LastSyncTime = current.LastSyncTime
+	}
 	if hb := current.HeartbeatTime; hb != nil && !r.beatDue(hb.Time, now) && sameStatus(current, &status) {
 		// Nothing but the heartbeat would change, and it is not due (never, by default).
 		r.lastWritten, r.lastBeat = status.DeepCopy(), hb.Time
@@ -246,6 +267,23 @@ func (r *Reporter) report(ctx context.Context, now time.Time) (attempted bool, e
 	}
 	r.lastWritten, r.lastWrite, r.lastBeat = status.DeepCopy(), now, now
 	return true, nil
+}
+
+// awaitingFirstPass reports whether the first report still waits for the first pass over the
+// shard (see FirstPassGrace).
+func (r *Reporter) awaitingFirstPass(now time.Time) bool {
+	if r.firstPass || r.Sources.FirstPassDone == nil {
+		return false
+	}
+	if r.Sources.FirstPassDone() {
+		r.firstPass = true
+		return false
+	}
+	if now.Sub(r.begun) >= r.FirstPassGrace {
+		return false
+	}
+	c := r.Sources.Claim()
+	return c.Syncing || c.Reason == regionsyncv1alpha1.ReasonWaiting
 }
 
 // beatDue reports whether a heartbeat written at beat is due to be rewritten at now: only with
