@@ -318,7 +318,7 @@ func (b *suite) idle() {
 	for _, a := range b.agents {
 		a.stop(syscall.SIGTERM)
 	}
-	background, err := b.mgmtWindow(b.p.IdleWindow)
+	background, err := b.mgmtWindow(b.idleWindow())
 	if err != nil {
 		b.errorf("idle: %v", err)
 		return
@@ -367,7 +367,7 @@ func (b *suite) idle() {
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(b.settle()) // start-up writes (Region status, Lease registration, the first renewal) are over
-	busy, err := b.mgmtWindow(b.p.IdleWindow)
+	busy, err := b.mgmtWindow(b.idleWindow())
 	if err != nil {
 		b.errorf("idle: %v", err)
 		return

@@ -244,6 +244,18 @@ func (b *suite) settle() time.Duration {
 	return max(15*time.Second, b.e.mainConfig.Management.Claim.RetryPeriod.Duration+10*time.Second)
 }
 
+// idleWindow is BENCH_IDLE_WINDOW rounded up to whole claim renewal periods: regions started
+// together renew in step, and a window of another length would count one renewal more or less of
+// all of them.
+func (b *suite) idleWindow() time.Duration {
+	period := b.e.mainConfig.Management.Claim.RetryPeriod.Duration
+	if period <= 0 {
+		return b.p.IdleWindow
+	}
+	n := (b.p.IdleWindow + period - 1) / period
+	return max(n, 1) * period
+}
+
 // idleCost is management's cost per idle region over a window, against a window without regions.
 type idleCost struct {
 	regions                   int
@@ -316,7 +328,7 @@ func (b *suite) fleet() {
 	b.r.note("fleet: %d regions registered from the shipped registration and %d Tenants each created on management in %s",
 		largest, b.p.FleetObjects, time.Since(start).Round(time.Second))
 	for _, n := range counts {
-		background, err := b.mgmtWindow(b.p.IdleWindow)
+		background, err := b.mgmtWindow(b.idleWindow())
 		if err != nil {
 			b.errorf("fleet: %v", err)
 			return
@@ -334,7 +346,7 @@ func (b *suite) fleet() {
 		}
 		b.r.note("fleet of %d simulated regions: every region synced %s after the start", n, took.Round(100*time.Millisecond))
 		time.Sleep(b.settle()) // start-up writes (Region status, Lease registration, the first renewal) are over
-		busy, err := b.mgmtWindow(b.p.IdleWindow)
+		busy, err := b.mgmtWindow(b.idleWindow())
 		if err != nil {
 			f.stop()
 			b.errorf("fleet: %v", err)
