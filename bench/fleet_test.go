@@ -290,6 +290,8 @@ func (c idleCost) baselineText() string {
 		mb(c.backgroundRSS), mb(c.backgrHeap))
 }
 
+func kbText(b float64) string { return fmt.Sprintf("%.1f KB", b/1024) }
+
 func mb(b float64) string { return fmt.Sprintf("%.2f MB", b/(1<<20)) }
 
 // idleCostFigure is the row's name for n regions of a kind ("agent processes", "simulated").
@@ -312,13 +314,30 @@ func (b *suite) fleet() {
 		names[i] = fleetRegionName(i)
 	}
 	start := time.Now()
-	cfgs, err := b.registerRegions(names)
-	if err == nil {
-		err = b.createRegionObjects(names, b.p.FleetObjects)
-	}
+	s0, err := b.mgmtM.read(b.ctx)
 	if err != nil {
 		b.errorf("fleet: %v", err)
 		return
+	}
+	cfgs, err := b.registerRegions(names)
+	if err != nil {
+		b.errorf("fleet: %v", err)
+		return
+	}
+	s1, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		b.errorf("fleet: %v", err)
+		return
+	}
+	if err := b.createRegionObjects(names, b.p.FleetObjects); err != nil {
+		b.errorf("fleet: %v", err)
+		return
+	}
+	if s2, err := b.mgmtM.read(b.ctx); err == nil {
+		objects := float64(largest * b.p.FleetObjects)
+		b.r.note("fleet: management's etcd database (apiserver_storage_size_bytes) %s before, %s with %d regions registered (%s per region: Region, ServiceAccount, RBAC), %s with their %.0f Tenants and namespaces (%s per Tenant, its namespace's share included); API-server RSS %s, %s, %s",
+			mb(s0.db), mb(s1.db), largest, kbText((s1.db-s0.db)/float64(largest)), mb(s2.db), objects, kbText((s2.db-s1.db)/objects),
+			mb(s0.rss), mb(s1.rss), mb(s2.rss))
 	}
 	log, err := fleetLogger(filepath.Join(b.dir, "fleet.log"))
 	if err != nil {
