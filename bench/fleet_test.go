@@ -375,14 +375,14 @@ func (b *suite) fleet() {
 		b.r.add(idleCostFigure(n, "simulated regions"), cost.text(), cost.baselineText(), "-", "writes ≤ 0.05/s", verdict(cost.writes <= 0.05))
 		b.r.note("fleet of %d simulated regions, idle: management writes %s; other requests %s over %.0f s",
 			n, busy.writesSummary(), busy.readsSummary(), busy.seconds)
-		if real, ok := b.realIdle[n]; ok {
-			ratio := func(sim, real float64) string { return fmt.Sprintf("%.2f", sim/real) }
-			within := func(sim, real float64) bool { return real > 0 && sim/real >= 0.8 && sim/real <= 1.2 }
+		if procs, ok := b.realIdle[n]; ok {
+			ratio := func(sim, proc float64) string { return fmt.Sprintf("%.2f", sim/proc) }
+			within := func(sim, proc float64) bool { return proc > 0 && sim/proc >= 0.8 && sim/proc <= 1.2 }
 			b.r.add(fmt.Sprintf("simulator against agent processes, %d idle regions (requests/s; writes/s; API-server CPU)", n),
 				fmt.Sprintf("%.3f; %.3f; %.2f ms/s", cost.reqs, cost.writes, cost.cpu*1000),
-				fmt.Sprintf("processes: %.3f; %.3f; %.2f ms/s", real.reqs, real.writes, real.cpu*1000),
-				fmt.Sprintf("%s; %s; %s", ratio(cost.reqs, real.reqs), ratio(cost.writes, real.writes), ratio(cost.cpu, real.cpu)),
-				"each within 0.8–1.2", verdict(within(cost.reqs, real.reqs) && within(cost.writes, real.writes) && within(cost.cpu, real.cpu)))
+				fmt.Sprintf("processes: %.3f; %.3f; %.2f ms/s", procs.reqs, procs.writes, procs.cpu*1000),
+				fmt.Sprintf("%s; %s; %s", ratio(cost.reqs, procs.reqs), ratio(cost.writes, procs.writes), ratio(cost.cpu, procs.cpu)),
+				"each within 0.8–1.2", verdict(within(cost.reqs, procs.reqs) && within(cost.writes, procs.writes) && within(cost.cpu, procs.cpu)))
 		}
 		if n == largest {
 			f = b.restartStorm(f, names[:n], cfgs, log.WithName(fmt.Sprintf("fleet-%d-restarted", n)))
