@@ -457,8 +457,8 @@ func (b *suite) restartStorm(f *simFleet, names []string, cfgs map[string]*confi
 		fmt.Sprintf("%.0f / %.0f", tenantM, tenantL), "-", "-", "0 / 0", verdict(tenantM == 0 && tenantL == 0))
 	b.r.add(fmt.Sprintf("restart storm, %d simulated regions (%d objects): time until every region is synced again", n, n*b.p.FleetObjects),
 		fmt.Sprintf("%.1f s (the old fleet stopped in %.1f s)", allSynced.Seconds(), stopped.Seconds()), "-", "-", "measured", "")
-	b.r.note("restart storm: management answered %s; all management writes %s; the region's writes %s",
-		requestsSince(m0, m1), dm.writesSummary(), dl.writesSummary())
+	b.r.note("restart storm: management answered %s; all management writes %s; the region's writes %s; management's other requests %s",
+		requestsSince(m0, m1), dm.writesSummary(), dl.writesSummary(), dm.readsSummary())
 	probe.mu.Lock()
 	firstErr := probe.firstErr
 	probe.mu.Unlock()
