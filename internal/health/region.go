@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
@@ -83,11 +85,13 @@ type Reporter struct {
 	// else config.DefaultRegionRecheck).
 	Recheck time.Duration
 	// FirstPassGrace is how long after it starts the reporter waits for the first pass over the
-	// shard before its first write (default 30s), while the claim is syncing or still being
-	// taken: an agent restarting over a shard in sync then publishes a status equal to the one
-	// on the Region, and writes nothing, instead of Synced=False for the seconds of its first
-	// pass and then Synced=True again (two management writes per region when a whole fleet
-	// restarts). A claim refused (another fleet, an overlap) is reported at once.
+	// shard before its first write (default 2m) when the Region already says this shard is
+	// Ready and Synced, while the claim is syncing or still being taken: an agent restarting
+	// over a shard in sync then publishes a status equal to the one on the Region, and writes
+	// nothing, instead of Synced=False for the seconds of its first pass and then Synced=True
+	// again (two management writes per region when a whole fleet restarts). A new region (no
+	// such status yet) is reported at once, and so is a refused claim (another fleet, an
+	// overlap).
 	FirstPassGrace time.Duration
 	Log            logr.Logger
 
@@ -103,6 +107,10 @@ type Reporter struct {
 	// begun is when Run started; firstPass that the first pass was seen done.
 	begun     time.Time
 	firstPass bool
+	// seen is the Region's status as the watch last delivered it (nil: none yet, or no Region).
+	seen atomic.Pointer[regionsyncv1alpha1.RegionStatus]
+	// watched: the watch delivered the Region (or its absence) at least once.
+	watched atomic.Bool
 	// failing names the failure being retried ("" while publishing works), so that a failure
 	// is logged once when it starts and once when it ends, not on every tick.
 	failing string
@@ -127,7 +135,7 @@ func (r *Reporter) Run(ctx context.Context) {
 		}
 	}
 	if r.FirstPassGrace == 0 {
-		r.FirstPassGrace = 30 * time.Second
+		r.FirstPassGrace = 2 * time.Minute
 	}
 	r.begun, r.firstPass = time.Now(), false
 	kick := make(chan struct{}, 1)
@@ -200,7 +208,15 @@ func (r *Reporter) watch(ctx context.Context, kick chan<- struct{}) {
 	for ctx.Err() == nil {
 		w, err := r.Client.Watch(ctx, &regionsyncv1alpha1.RegionList{}, client.MatchingFields{"metadata.name": r.Region})
 		if err == nil {
-			for range w.ResultChan() {
+			for ev := range w.ResultChan() {
+				if region, ok := ev.Object.(*regionsyncv1alpha1.Region); ok {
+					if ev.Type == watch.Deleted {
+						r.seen.Store(nil)
+					} else {
+						r.seen.Store(region.Status.DeepCopy())
+					}
+					r.watched.Store(true)
+				}
 				select {
 				case kick <- struct{}{}:
 				default:
@@ -282,8 +298,26 @@ func (r *Reporter) awaitingFirstPass(now time.Time) bool {
 	if now.Sub(r.begun) >= r.FirstPassGrace {
 		return false
 	}
-	c := r.Sources.Claim()
-	return c.Syncing || c.Reason == regionsyncv1alpha1.ReasonWaiting
+	if c := r.Sources.Claim(); !c.Syncing && c.Reason != regionsyncv1alpha1.ReasonWaiting {
+		return false
+	}
+	if !r.watched.Load() {
+		// The watch has not delivered the Region yet: what it says decides.
+		return now.Sub(r.begun) < firstWatchWait
+	}
+	return r.wasSynced()
+}
+
+// firstWatchWait bounds how long the first report waits for the watch's first delivery (a
+// Region that does not exist delivers nothing).
+const firstWatchWait = 10 * time.Second
+
+// wasSynced reports whether the Region, as last watched, says this shard is Ready and Synced.
+func (r *Reporter) wasSynced() bool {
+	st := r.seen.Load()
+	return st != nil && st.Shard == r.Shard &&
+		meta.IsStatusConditionTrue(st.Conditions, regionsyncv1alpha1.ConditionReady) &&
+		meta.IsStatusConditionTrue(st.Conditions, regionsyncv1alpha1.ConditionSynced)
 }
 
 // beatDue reports whether a heartbeat written at beat is due to be rewritten at now: only with
