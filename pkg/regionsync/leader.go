@@ -10,10 +10,12 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -57,7 +59,13 @@ func newFleetLeader(cfg *syncer.Settings, opts Options, mgr manager.Manager, eng
 	// claim's Lease writes and the Region status pass the same guard as every sync write
 	// (written only after management's identity was verified since the last new connection).
 	remote := engine.ManagementConfig()
-	mgmt, err := kubernetes.NewForConfig(remote)
+	// The claim's client speaks protobuf (Leases are a built-in kind): each claim lists every
+	// region's shard Lease to check for overlaps, and when a whole fleet restarts at once that is
+	// as many lists as regions, each as long as the fleet.
+	leases := rest.CopyConfig(remote)
+	leases.ContentType = runtime.ContentTypeProtobuf
+	leases.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	mgmt, err := kubernetes.NewForConfig(leases)
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
