@@ -26,7 +26,7 @@ import (
 // params are the suite's knobs, from BENCH_* environment variables (defaults: a quick run).
 type params struct {
 	Sizes        []int           // BENCH_SIZES: initial-sync sizes; the last is the synced set of every later figure (default 1000)
-	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,rollout,idle,fleet or "all" (initial sync always runs)
+	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,fanout,rollout,idle,fleet or "all" (initial sync always runs)
 	Rates        []int           // BENCH_RATES: changes/s of the latency figures (default 20,100)
 	Churn        time.Duration   // BENCH_CHURN: how long each latency churn lasts (default 30s)
 	Grace        time.Duration   // BENCH_GRACE: how long after a churn a change may still arrive (default 10s)
@@ -99,7 +99,7 @@ func loadParams(t *testing.T) params {
 	if p.PerNamespace == 0 {
 		t.Fatal("BENCH_PER_NAMESPACE must be positive")
 	}
-	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "rollout", "idle", "fleet"}
+	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "fanout", "rollout", "idle", "fleet"}
 	p.Figures = map[string]bool{}
 	figs := os.Getenv("BENCH_FIGURES")
 	if figs == "" || figs == "all" {
@@ -245,7 +245,8 @@ func TestBench(t *testing.T) {
 		fn   func()
 	}{
 		{"heap", b.heap}, {"rest", b.atRest}, {"writes", b.writesPerChange}, {"latency", b.latency},
-		{"other", b.otherRegions}, {"failover", b.failover}, {"rollout", b.rollout}, {"idle", b.idle}, {"fleet", b.fleet},
+		{"other", b.otherRegions}, {"failover", b.failover}, {"fanout", b.fanOut}, {"rollout", b.rollout}, {"idle", b.idle},
+		{"fleet", b.fleet},
 	}
 	for _, s := range steps {
 		if p.Figures[s.name] {

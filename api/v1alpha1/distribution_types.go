@@ -70,6 +70,9 @@ const (
 	// ReasonHealthRuleError: spec.health failed on some copies (the message names the field
 	// and the regions); their health is Unknown.
 	ReasonHealthRuleError = "HealthRuleError"
+	// ReasonSourceNotFound: spec.source names an object that does not exist (yet), or its
+	// selector matches none; it is placed when it appears.
+	ReasonSourceNotFound = "SourceNotFound"
 	// ReasonHeld and ReasonNotHeld: the shrink guard's state.
 	ReasonHeld    = "Held"
 	ReasonNotHeld = "NotHeld"
@@ -149,14 +152,22 @@ const (
 const MaxStatusRegions = 100
 
 // DistributionSpec is what to place, where, and how it differs per region.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.template) != has(self.source)",message="exactly one of spec.template and spec.source"
 type DistributionSpec struct {
 	// Template is the object to place: apiVersion, kind, metadata.labels,
 	// metadata.annotations and every other top-level field but status (spec, data, ...). Its
 	// name is the Distribution's, plus each region's suffix; its namespace the Distribution's.
-	// The kind must be one the placed regions sync.
+	// The kind must be one the placed regions sync. Exactly one of template and source.
+	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:EmbeddedResource
-	Template runtime.RawExtension `json:"template"`
+	Template runtime.RawExtension `json:"template,omitzero"`
+	// Source places existing objects of the Distribution's namespace instead of a template: one
+	// by name, or every object of the kind matching a label selector, including those created
+	// later. Each is placed as "<source name><region suffix>". Exactly one of template and source.
+	// +optional
+	Source *DistributionSource `json:"source,omitempty"`
 	// Placement selects the regions (the union of Regions and RegionSelector).
 	Placement Placement `json:"placement"`
 	// Overrides change the object for some regions, applied in order to the rendered object.
@@ -190,6 +201,15 @@ type DistributionSpec struct {
 	// revision (a halt on failures still happens). Not the agents' per-object pause annotation.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// Namespaces asks each placed region for namespace fan-out: a label selector over the
+	// region's namespaces ("*": every namespace in the agent's scope). The per-region object
+	// carries it as the annotation <domain>/fan-out-namespaces, and each region's agent keeps
+	// one copy in every matching namespace instead of the object's mapped one (the kind must
+	// have fan-out enabled in the agent's configuration). Unset: no fan-out.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Namespaces string `json:"namespaces,omitempty"`
 }
 
 // RolloutStrategyType is how a new revision reaches the regions.
@@ -290,6 +310,30 @@ type HealthRule struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Failed string `json:"failed,omitempty"`
+}
+
+// DistributionSource selects existing objects of the Distribution's namespace to place: one by
+// name, or every object of the kind matching a label selector. Objects the hub or an agent wrote
+// (per-region objects, uploaded Secrets: anything carrying the region label or one of
+// regionsync's own keys) and names inside a region's shard are never sources.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.labelSelector)",message="exactly one of name and labelSelector"
+type DistributionSource struct {
+	// APIVersion of the source objects (e.g. v1).
+	// +kubebuilder:validation:MinLength=1
+	APIVersion string `json:"apiVersion"`
+	// Kind of the source objects (e.g. ConfigMap).
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+	// Name of the one source object.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// LabelSelector selects every object of the kind in the namespace whose labels match, now
+	// and later; an object deleted or no longer matching is removed from every region (through
+	// the shrink guard).
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 }
 
 // Placement selects Regions by name and/or by their labels.

@@ -126,6 +126,33 @@ type ResourceCounts struct {
 	Invalid  int32  `json:"invalid"`
 	// DeletionsHeld counts local copies whose deletion the budget holds.
 	DeletionsHeld int32 `json:"deletionsHeld,omitempty"`
+	// FanOutCopies counts the current namespace fan-out copies of the kind's fan-out objects
+	// (each fan-out object itself is counted once, by its state, above).
+	// +optional
+	FanOutCopies int32 `json:"fanOutCopies,omitempty"`
+	// FanOutFailed counts the namespaces where a fan-out copy failed (an object that is not a
+	// copy in the way, a refused write).
+	// +optional
+	FanOutFailed int32 `json:"fanOutFailed,omitempty"`
+}
+
+// Bounds of a Region's status.clusterProperties.
+const (
+	// MaxClusterProperties is how many ClusterProperty objects a Region reports.
+	MaxClusterProperties = 64
+	// MaxClusterPropertyValue is how long a reported value may be (a ClusterProfile property's
+	// limit).
+	MaxClusterPropertyValue = 1024
+)
+
+// ClusterProperty is one of the regional cluster's ClusterProperty objects: its name and value.
+type ClusterProperty struct {
+	// Name is the ClusterProperty's name (e.g. cluster.clusterset.k8s.io).
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Value is its spec.value, cut to MaxClusterPropertyValue characters.
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
 }
 
 // RegionStatus is published by the region's leading agent.
@@ -144,6 +171,20 @@ type RegionStatus struct {
 	// AgentVersion is the leading agent's version.
 	// +optional
 	AgentVersion string `json:"agentVersion,omitempty"`
+	// KubernetesVersion is the regional API server's version (its /version gitVersion, e.g.
+	// v1.36.3). A server built from source without release metadata reports v0.0.0-master; the
+	// agent then reports the binary's major.minor (e.g. v1.36) when the server states it, else
+	// the gitVersion as it is.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// ClusterProperties are the regional cluster's ClusterProperty objects (the About API,
+	// about.k8s.io/v1alpha1, KEP-2149) where the region has them, read-only: at most
+	// MaxClusterProperties, by name, each value cut to MaxClusterPropertyValue characters.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	ClusterProperties []ClusterProperty `json:"clusterProperties,omitempty"`
 	// Shard describes the claimed shard.
 	// +optional
 	Shard string `json:"shard,omitempty"`

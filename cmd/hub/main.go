@@ -1,5 +1,6 @@
 // Command hub is regionsync's management-side controller manager: it places Distributions (one
-// object in many regions) and judges every region's heartbeat (docs/design.md#hub-and-distribution).
+// object in many regions), judges every region's heartbeat and, when configured, publishes one
+// ClusterProfile per Region (docs/design.md#hub-and-distribution).
 //
 //	hub --config F [--check-config]
 //
@@ -108,6 +109,9 @@ func run(ctx context.Context, cfg *hub.Config) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	if err := hub.Setup(mgr, opts); err != nil {
+		return err
+	}
+	if err := hub.SetupClusterProfiles(mgr, cfg.ClusterProfiles); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -110,19 +112,27 @@ func (o *options) releaseRegion(ctx context.Context, region, before string) erro
 
 // newPauseCommand is pause (pause true) or resume.
 func newPauseCommand(o *options, pause bool) *cobra.Command {
-	verb, short := "resume", "Resume an object: remove the <domain>/paused annotation"
+	verb, short := "resume", "Resume an object (remove <domain>/paused) or a Distribution's rollout (spec.paused)"
 	if pause {
-		verb, short = "pause", "Pause an object: <domain>/paused=true stops every write of the agent for it"
+		verb, short = "pause", "Pause an object (<domain>/paused=true stops the agent's writes) or a Distribution's rollout (spec.paused)"
 	}
 	return &cobra.Command{
 		Use:   verb + " <kind>/<name> -n <namespace> [--region-context <context>]",
 		Short: short,
 		Long: short + ".\nThe object is the one on management, or with --region-context the copy in the region (a pause on\n" +
-			"either side stops the agent's writes for the object, deletion included; docs/operations.md, Pausing an object).",
-		Example: fmt.Sprintf("  kubectl regionsync %s tenant/web-us-east-1 -n acme\n  kubectl regionsync %s tenant/web -n acme --region-context us-east-1", verb, verb),
-		Args:    cobra.ExactArgs(1),
+			"either side stops the agent's writes for the object, deletion included; docs/operations.md, Pausing an object).\n" +
+			"A Distribution on management is paused through its spec.paused instead: the hub stops its rollout where it is\n" +
+			"(no new wave, no rollback) and resume lets it go on.",
+		Example: fmt.Sprintf("  kubectl regionsync %s tenant/web-us-east-1 -n acme\n  kubectl regionsync %s tenant/web -n acme --region-context us-east-1\n"+
+			"  kubectl regionsync %s distribution/storefront -n tenant-fleet", verb, verb, verb),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			k := o.keys()
+			if o.regionContext == "" {
+				if gk, name, ok := o.distributionArg(args[0]); ok {
+					return o.pauseDistribution(cmd.Context(), gk, name, pause)
+				}
+			}
 			var value *string
 			if pause {
 				value = ptr.To("true")
@@ -139,6 +149,53 @@ func newPauseCommand(o *options, pause bool) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// distributionArg reports whether <kind>/<name> names the hub's Distribution kind.
+func (o *options) distributionArg(arg string) (schema.GroupVersionResource, string, bool) {
+	mapping, name, err := o.resolveObject(arg)
+	if err != nil || mapping.GroupVersionKind.GroupKind() != distributionGK {
+		return schema.GroupVersionResource{}, "", false
+	}
+	return mapping.Resource, name, true
+}
+
+// pauseDistribution sets (pause) or removes spec.paused on a Distribution, with strict field
+// validation so that a hub CRD without rollouts refuses the field instead of dropping it.
+func (o *options) pauseDistribution(ctx context.Context, res schema.GroupVersionResource, name string, pause bool) error {
+	ns, err := o.namespace()
+	if err != nil {
+		return err
+	}
+	mc, err := o.management()
+	if err != nil {
+		return err
+	}
+	ref := fmt.Sprintf("Distribution %s/%s", ns, name)
+	var value any
+	if pause {
+		value = true
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"paused": value}})
+	if err != nil {
+		return err
+	}
+	_, err = mc.dynamic.Resource(res).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager, FieldValidation: "Strict"})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s not found on management", ref)
+	case (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) && strings.Contains(err.Error(), `unknown field "spec.paused"`):
+		// The server's message quotes the whole object: say it in one line instead.
+		return fmt.Errorf("%s: the Distribution CRD on management has no spec.paused (a hub without rollouts; the server refused the field): upgrade the Distribution CRD (deploy/kustomize/management)", ref)
+	case err != nil:
+		return fmt.Errorf("pausing %s: %w", ref, err)
+	}
+	if pause {
+		fmt.Fprintf(o.streams.Out, "%s: spec.paused=true; the hub holds its rollout where it is\n", ref)
+	} else {
+		fmt.Fprintf(o.streams.Out, "%s: spec.paused removed; the hub goes on with its rollout\n", ref)
+	}
+	return nil
 }
 
 // fieldManager is the field manager of the plugin's writes.

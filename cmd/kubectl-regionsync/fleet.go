@@ -40,8 +40,10 @@ type shardRecord struct {
 	Holder, Replica string
 	// Live: the holder holds the Lease and its lease has not run out.
 	Live bool
-	// Renewed is the Lease's last renewal (zero: never).
-	Renewed time.Time
+	// Renewed is the Lease's last renewal (zero: never); Duration its lease duration (zero:
+	// none recorded).
+	Renewed  time.Time
+	Duration time.Duration
 	// Registered is when the shard was first recorded (zero: not yet).
 	Registered time.Time
 	// NoLease: the record comes from the Region's spec.shard alone; no agent holds a Lease for it.
@@ -177,6 +179,9 @@ func shardOf(l *coordinationv1.Lease, now time.Time) (*shardRecord, bool) {
 	s.Holder, s.Live = claim.LiveHolder(l, now)
 	if l.Spec.RenewTime != nil {
 		s.Renewed = l.Spec.RenewTime.Time
+	}
+	if l.Spec.LeaseDurationSeconds != nil {
+		s.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
 	if t, err := time.Parse(time.RFC3339Nano, l.Annotations[claim.RegisteredAnnotation]); err == nil {
 		s.Registered = t

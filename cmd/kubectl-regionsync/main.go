@@ -1,13 +1,16 @@
 // Command kubectl-regionsync is regionsync's kubectl plugin: the fleet at a glance (status), an
-// object's way from management to its region or why it has none (explain), and the operator's
-// documented annotations as verbs (release, pause, resume). It reads management through the
-// user's own kubeconfig (--kubeconfig, --context, -n) and a region through --region-context.
+// object's way from management to its region or why it has none (explain), what needs a person
+// (doctor, exit code 2 when something does), the operator's documented annotations as verbs
+// (release, pause, resume, retry) and the library's decommissioning (decommission). It reads
+// management through the user's own kubeconfig (--kubeconfig, --context, -n) and a region through
+// --region-context.
 //
-// Install it with `go install ./cmd/kubectl-regionsync` (or krew, deploy/krew/regionsync.yaml);
-// kubectl finds it on PATH as `kubectl regionsync`.
+// Install it with `go install github.com/regionsync/regionsync/cmd/kubectl-regionsync@latest`
+// (or krew, deploy/krew/regionsync.yaml); kubectl finds it on PATH as `kubectl regionsync`.
 package main
 
 import (
+	"errors"
 	"os"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -19,6 +22,9 @@ var Version = "dev"
 func main() {
 	cmd := newRootCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, nil)
 	if err := cmd.Execute(); err != nil {
+		if errors.Is(err, errProblemsFound) {
+			os.Exit(exitProblems)
+		}
 		os.Exit(1)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
@@ -387,6 +390,13 @@ func TestPlugin(t *testing.T) {
 		if byName["use"].Resources[0].Resource != "Tenant.demo.regionsync.dev" || byName["use"].LeaseHolder == "" || byName["use"].ShardState != claim.StateSyncing {
 			t.Errorf("region use: %+v", byName["use"])
 		}
+		// The agents report the regional API server's version; a source-built one (v0.0.0-master)
+		// as its major.minor.
+		for _, name := range []string{"use", "euw"} {
+			if v := byName[name].KubernetesVersion; !strings.HasPrefix(v, "v1.") {
+				t.Errorf("region %s reports Kubernetes version %q, want the regional API server's v1.x", name, v)
+			}
+		}
 		table := p.mustRun("status")
 		t.Logf("kubectl regionsync status\n%s", table)
 		for _, want := range []string{"REGION", "euw", "v0.3.0 SKEW", "False (NotReady)", "v0.5.0", "Tenant.demo.regionsync.dev", "SKEW: 1 region(s)"} {
@@ -403,6 +413,39 @@ func TestPlugin(t *testing.T) {
 		if out, err := p.run("status", "-o", "xml"); err == nil || !strings.Contains(err.Error(), `unknown output format "xml"`) {
 			t.Errorf("status -o xml: %v\n%s", err, out)
 		}
+	})
+
+	t.Run("the Region reports the regional ClusterProperty objects (About API)", func(t *testing.T) {
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: "clusterproperties.about.k8s.io",
+				// The API server refuses a CRD of a *.k8s.io group without an approval annotation.
+				Annotations: map[string]string{"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/tree/master/keps/sig-multicluster/2149-clusterid"}},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "about.k8s.io", Scope: apiextensionsv1.ClusterScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "clusterproperties", Singular: "clusterproperty", Kind: "ClusterProperty", ListKind: "ClusterPropertyList"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1alpha1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"value": {Type: "string"}}},
+					}}}}},
+			},
+		}
+		if _, err := envtest.InstallCRDs(regional.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}}); err != nil {
+			t.Fatal(err)
+		}
+		prop := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+			"metadata": map[string]any{"name": "cluster.clusterset.k8s.io"}, "spec": map[string]any{"value": "regional-cluster-1"}}}
+		create(t, rc, prop)
+		testenv.Eventually(t, "Region use reports the regional ClusterProperty", 60*time.Second, func() error {
+			r := &regionsyncv1alpha1.Region{}
+			if err := mc.Get(bg, client.ObjectKey{Name: "use"}, r); err != nil {
+				return err
+			}
+			want := []regionsyncv1alpha1.ClusterProperty{{Name: "cluster.clusterset.k8s.io", Value: "regional-cluster-1"}}
+			if !slices.Equal(r.Status.ClusterProperties, want) {
+				return fmt.Errorf("clusterProperties %+v", r.Status.ClusterProperties)
+			}
+			return nil
+		})
 	})
 
 	t.Run("pause and resume on management", func(t *testing.T) {
@@ -632,6 +675,32 @@ func TestPlugin(t *testing.T) {
 		if len(report.Regions) != 1003 {
 			t.Errorf("status lists %d regions, want 1003", len(report.Regions))
 		}
+		// doctor on the same fleet: what the real agents and objects above give, at 1,003 regions.
+		before, start := p.requests.Load(), time.Now()
+		out, err := p.run("doctor", "-o", "json")
+		took, requests := time.Since(start), p.requests.Load()-before
+		if !errors.Is(err, errProblemsFound) {
+			t.Fatalf("doctor: %v", err)
+		}
+		var d doctorReport
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("doctor at 1,003 regions: %d requests, %s, %d findings, checked %+v", requests, took.Round(time.Millisecond), len(d.Findings), d.Checked)
+		for _, want := range []struct{ class, object string }{
+			{FindingVersionSkew, "Region euw"},
+			{FindingStaleHeartbeat, "Region use3"},
+			{FindingUnknownRegion, "Tenant.demo.regionsync.dev acme/stray-apac"},
+		} {
+			if findingOf(&d, want.class, want.object) == nil {
+				t.Errorf("doctor lacks %s about %s: %+v", want.class, want.object, d.Findings)
+			}
+		}
+		for _, f := range d.Findings {
+			if f.Class == FindingShardOverlap || f.Class == FindingOrphanedFinalizer {
+				t.Errorf("doctor reports %s about %s: %s", f.Class, f.Object, f.Problem)
+			}
+		}
 	})
 
 	t.Run("status: Distributions where the kind is served", func(t *testing.T) {
@@ -640,7 +709,7 @@ func TestPlugin(t *testing.T) {
 		}
 		// No hub runs here: the test writes the status a hub would.
 		for name, cond := range map[string]metav1.Condition{
-			"rolling": {Type: regionsyncv1alpha1.DistributionAvailable, Status: metav1.ConditionFalse, Reason: regionsyncv1alpha1.ReasonProgressing},
+			"rolling": {Type: regionsyncv1alpha1.DistributionAvailable, Status: metav1.ConditionFalse, Reason: regionsyncv1alpha1.ReasonProgressing, Message: "use is not current"},
 			"broken":  {Type: regionsyncv1alpha1.DistributionDegraded, Status: metav1.ConditionTrue, Reason: regionsyncv1alpha1.ReasonUnplaceable},
 			"fine":    {Type: regionsyncv1alpha1.DistributionAvailable, Status: metav1.ConditionTrue, Reason: regionsyncv1alpha1.ReasonAvailable},
 		} {
@@ -656,6 +725,9 @@ func TestPlugin(t *testing.T) {
 			}
 			cond.LastTransitionTime = metav1.Now()
 			d.Status.Conditions = []metav1.Condition{cond}
+			if name == "rolling" {
+				d.Status.Regions = []regionsyncv1alpha1.DistributionRegionStatus{{Region: "use", State: regionsyncv1alpha1.PlacementApplied, Generation: 2}}
+			}
 			if err := mc.Status().Update(bg, d); err != nil {
 				t.Fatal(err)
 			}
@@ -663,6 +735,21 @@ func TestPlugin(t *testing.T) {
 		out := p.mustRun("status")
 		if want := "Distributions: 3, 1 progressing, 0 halted, 1 degraded, 0 with removals held (need attention: acme/broken)"; !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, tail(out))
+		}
+		var report statusReport
+		if err := json.Unmarshal([]byte(p.mustRun("status", "-o", "json")), &report); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range report.Regions {
+			switch {
+			case r.Name == "use" && (r.Distributions == nil || *r.Distributions != regionDistributions{Progressing: 1}):
+				t.Errorf("region use's Distributions %+v, want 1 progressing", r.Distributions)
+			case r.Name != "use" && r.Distributions != nil:
+				t.Errorf("region %s's Distributions %+v, want none", r.Name, r.Distributions)
+			}
+		}
+		if !strings.Contains(out, "DISTRIBUTIONS") || !strings.Contains(out, "1 progressing") {
+			t.Errorf("status lacks the DISTRIBUTIONS column:\n%s", testenv.Tail(out, 3000))
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -69,7 +70,8 @@ func newRootCommand(streams genericiooptions.IOStreams, wrap func(*rest.Config) 
 	cmd.PersistentFlags().StringVar(&o.regionContext, "region-context", "", "kubeconfig context of the region, for commands that look at or write the regional copy")
 	cmd.PersistentFlags().StringVar(&o.managementNamespace, "management-namespace", config.DefaultManagementNamespace, "namespace of the shard Leases on management (the agents' management.namespace)")
 	cmd.PersistentFlags().StringVar(&o.annotationDomain, "annotation-domain", config.DefaultAnnotationDomain, "the agents' annotationDomain")
-	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newReleaseCommand(o), newPauseCommand(o, true), newPauseCommand(o, false))
+	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newReleaseCommand(o), newPauseCommand(o, true), newPauseCommand(o, false),
+		newRetryCommand(o), newDecommissionCommand(o), newDoctorCommand(o))
 	return cmd
 }
 
@@ -87,6 +89,15 @@ func (o *options) management() (*clients, error) {
 
 // region returns the clients of the region named by --region-context.
 func (o *options) region() (*clients, error) {
+	cfg, err := o.regionConfig()
+	if err != nil {
+		return nil, err
+	}
+	return newClients(cfg)
+}
+
+// regionConfig returns the client config of the region named by --region-context.
+func (o *options) regionConfig() (*rest.Config, error) {
 	if o.regionContext == "" {
 		return nil, errors.New("--region-context is required: name the kubeconfig context of the region")
 	}
@@ -101,7 +112,7 @@ func (o *options) region() (*clients, error) {
 	if o.wrap != nil {
 		cfg = o.wrap(cfg)
 	}
-	return newClients(cfg)
+	return cfg, nil
 }
 
 // namespace is -n, or the namespace of the kubeconfig's context.
@@ -114,6 +125,8 @@ func (o *options) namespace() (string, error) {
 type clients struct {
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
+	// metadata lists objects' metadata only (doctor).
+	metadata metadata.Interface
 }
 
 func newClients(cfg *rest.Config) (*clients, error) {
@@ -128,7 +141,11 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{kube: kube, dynamic: dyn}, nil
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{kube: kube, dynamic: dyn, metadata: md}, nil
 }
 
 // resolveObject parses "<kind>/<name>" (the kind as kubectl takes it: tenant, tenants,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -93,6 +94,9 @@ type statusReport struct {
 	// NewestAgentVersion is the newest release version among the agents ("" when none runs a
 	// release).
 	NewestAgentVersion string `json:"newestAgentVersion,omitempty"`
+	// HubVersion is the hub's version, from its Deployment ("" when none is installed or it
+	// cannot be read).
+	HubVersion string `json:"hubVersion,omitempty"`
 	// Distributions is nil where management does not serve the Distribution kind.
 	Distributions *distributionSummary `json:"distributions,omitempty"`
 }
@@ -116,6 +120,8 @@ type regionStatus struct {
 	Leader       string `json:"leader,omitempty"`
 	LeaseHolder  string `json:"leaseHolder,omitempty"`
 	AgentVersion string `json:"agentVersion,omitempty"`
+	// KubernetesVersion is the regional API server's version, as the agent reports it.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// VersionSkew says why the agent's version is outside the skew policy ("" when it is not).
 	VersionSkew string `json:"versionSkew,omitempty"`
 	ClusterID   string `json:"clusterID,omitempty"`
@@ -123,6 +129,10 @@ type regionStatus struct {
 	CredentialExpiryTime *metav1.Time                        `json:"credentialExpiryTime,omitempty"`
 	Shard                string                              `json:"shard,omitempty"`
 	Resources            []regionsyncv1alpha1.ResourceCounts `json:"resources,omitempty"`
+	// Distributions counts the Distributions on their way to the region, halted, or failing
+	// there (nil where management does not serve the Distribution kind or none lists the
+	// region).
+	Distributions *regionDistributions `json:"distributions,omitempty"`
 }
 
 // distributionSummary counts the hub's Distributions by their conditions.
@@ -179,16 +189,28 @@ func (o *options) status(ctx context.Context) (*statusReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	report := buildStatus(f)
-	if report.Distributions, err = o.distributions(ctx, mc); err != nil {
+	hubVersion, err := o.hubVersion(ctx, mc)
+	if err != nil {
+		hubVersion = ""
+	}
+	report := buildStatus(f, hubVersion)
+	items, err := o.listDistributions(ctx, mc)
+	if err != nil {
 		return nil, err
+	}
+	if items != nil {
+		report.Distributions = summarizeDistributions(items)
+		perRegion := distributionsPerRegion(items)
+		for i := range report.Regions {
+			report.Regions[i].Distributions = perRegion[report.Regions[i].Name]
+		}
 	}
 	return report, nil
 }
 
-// distributions summarizes the hub's Distributions, or returns nil when management does not
+// listDistributions lists the hub's Distributions, or returns nil when management does not
 // serve the kind.
-func (o *options) distributions(ctx context.Context, mc *clients) (*distributionSummary, error) {
+func (o *options) listDistributions(ctx context.Context, mc *clients) ([]unstructured.Unstructured, error) {
 	mapper, err := o.config.ToRESTMapper()
 	if err != nil {
 		return nil, fmt.Errorf("management cluster: %w", err)
@@ -207,8 +229,93 @@ func (o *options) distributions(ctx context.Context, mc *clients) (*distribution
 	if err != nil {
 		return nil, fmt.Errorf("listing the Distributions on management: %w", err)
 	}
-	return summarizeDistributions(list.Items), nil
+	if list.Items == nil {
+		list.Items = []unstructured.Unstructured{}
+	}
+	return list.Items, nil
 }
+
+// regionDistributions counts, for one region, the Distributions whose copy there is on its way,
+// whose rollout is halted, or that cannot be placed there (from the Distributions'
+// status.regions, which lists every region that needs attention).
+type regionDistributions struct {
+	// Progressing: placed, but the copy is not current and healthy yet, or being removed.
+	Progressing int `json:"progressing"`
+	// Halted: the Distribution's rollout halted (Halted=True) and lists this region.
+	Halted int `json:"halted"`
+	// Failed: the region cannot receive it (Unplaceable), a conflict, or a failed write or
+	// override, or its removal is held.
+	Failed int `json:"failed"`
+}
+
+// distributionsPerRegion counts the Distributions per region.
+func distributionsPerRegion(items []unstructured.Unstructured) map[string]*regionDistributions {
+	out := map[string]*regionDistributions{}
+	for i := range items {
+		halted := unstructuredConditions(items[i].Object)[regionsyncv1alpha1.DistributionHalted].Status == metav1.ConditionTrue
+		regions, _, _ := unstructured.NestedSlice(items[i].Object, "status", "regions")
+		for _, r := range regions {
+			m, _ := r.(map[string]any)
+			name, _ := m["region"].(string)
+			state, _ := m["state"].(string)
+			current, _ := m["current"].(bool)
+			health, _ := m["health"].(string)
+			if name == "" {
+				continue
+			}
+			c := out[name]
+			if c == nil {
+				c = &regionDistributions{}
+				out[name] = c
+			}
+			switch regionsyncv1alpha1.PlacementState(state) {
+			case regionsyncv1alpha1.PlacementUnplaceable, regionsyncv1alpha1.PlacementConflict, regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.PlacementRemovalHeld:
+				c.Failed++
+				continue
+			case regionsyncv1alpha1.PlacementRemoving, regionsyncv1alpha1.PlacementWaitingForRegion:
+				c.Progressing++
+				continue
+			}
+			switch {
+			case halted:
+				c.Halted++
+			case !current || health != "Current":
+				c.Progressing++
+			}
+		}
+	}
+	return out
+}
+
+// hubVersion reads the version of the hub's Deployment (regionsync-hub in the management
+// namespace): its app.kubernetes.io/version label, else the tag of its hub container's image.
+// It returns "" without an error when no hub is installed, and an error saying why the hub could
+// not be judged otherwise (e.g. no right to read Deployments).
+func (o *options) hubVersion(ctx context.Context, mc *clients) (string, error) {
+	dep, err := mc.kube.AppsV1().Deployments(o.managementNamespace).Get(ctx, hubDeployment, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("the hub's version (Deployment %s/%s): %w", o.managementNamespace, hubDeployment, err)
+	}
+	if v := dep.Labels["app.kubernetes.io/version"]; v != "" {
+		return v, nil
+	}
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		if c.Name != "hub" {
+			continue
+		}
+		image, _, _ := strings.Cut(c.Image, "@")
+		if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+			return image[i+1:], nil
+		}
+	}
+	return "", nil
+}
+
+// hubDeployment is the name of the hub's Deployment (deploy/kustomize/hub).
+const hubDeployment = "regionsync-hub"
 
 // unstructuredConditions returns status.conditions by type.
 func unstructuredConditions(obj map[string]any) map[string]metav1.Condition {
@@ -220,8 +327,9 @@ func unstructuredConditions(obj map[string]any) map[string]metav1.Condition {
 		t, _ := m["type"].(string)
 		st, _ := m["status"].(string)
 		reason, _ := m["reason"].(string)
+		msg, _ := m["message"].(string)
 		if t != "" {
-			out[t] = metav1.Condition{Type: t, Status: metav1.ConditionStatus(st), Reason: reason}
+			out[t] = metav1.Condition{Type: t, Status: metav1.ConditionStatus(st), Reason: reason, Message: msg}
 		}
 	}
 	return out
@@ -229,8 +337,8 @@ func unstructuredConditions(obj map[string]any) map[string]metav1.Condition {
 
 // buildStatus turns what was read into the report: one line per region, versions judged
 // against the fleet's newest.
-func buildStatus(f *fleet) *statusReport {
-	report := &statusReport{}
+func buildStatus(f *fleet, hubVersion string) *statusReport {
+	report := &statusReport{HubVersion: hubVersion}
 	versions := map[string]string{}
 	for _, name := range f.names() {
 		line := regionStatus{Name: name}
@@ -241,6 +349,7 @@ func buildStatus(f *fleet) *statusReport {
 			}
 			line.HeartbeatTime = r.Status.HeartbeatTime
 			line.Leader, line.AgentVersion, line.ClusterID = r.Status.Leader, r.Status.AgentVersion, r.Status.ClusterID
+			line.KubernetesVersion = r.Status.KubernetesVersion
 			line.CredentialExpiryTime = r.Status.CredentialExpiryTime
 			line.Shard = r.Status.Shard
 			line.Resources = append(line.Resources, r.Status.Resources...)
@@ -258,7 +367,7 @@ func buildStatus(f *fleet) *statusReport {
 		}
 		report.Regions = append(report.Regions, line)
 	}
-	newest, skew := versionSkew(versions)
+	newest, skew := versionSkew(versions, hubVersion)
 	report.NewestAgentVersion = newest
 	for i := range report.Regions {
 		report.Regions[i].VersionSkew = skew[report.Regions[i].Name]
@@ -266,12 +375,13 @@ func buildStatus(f *fleet) *statusReport {
 	return report
 }
 
-// versionSkew applies the version-skew policy (docs/versioning.md: agents within one minor
-// version of each other) to the agents' versions by region: it returns the newest release
-// version and, for every region whose agent is more than one minor version (or a major version)
-// behind it, why. Versions that are not releases ("dev", "") are judged by nobody: they are
-// neither the newest nor flagged.
-func versionSkew(versions map[string]string) (string, map[string]string) {
+// versionSkew applies the version-skew policy (docs/versioning.md: every agent within one minor
+// version of the hub and of every other agent) to the agents' versions by region and the hub's
+// version (hub "" or not a release: the hub is not judged). It returns the newest release version
+// among the agents and, for every region whose agent is more than one minor version (or a major
+// version) away from the hub or behind the newest agent, why. Versions that are not releases
+// ("dev", "") are judged by nobody: they are neither the newest nor flagged.
+func versionSkew(versions map[string]string, hub string) (string, map[string]string) {
 	var newest *version.Version
 	newestRaw := ""
 	parsed := map[string]*version.Version{}
@@ -285,9 +395,17 @@ func versionSkew(versions map[string]string) (string, map[string]string) {
 			newest, newestRaw = v, raw
 		}
 	}
+	hubVersion, err := version.ParseSemantic(hub)
+	if err != nil {
+		hubVersion = nil
+	}
 	flagged := map[string]string{}
 	for region, v := range parsed {
 		switch {
+		case hubVersion != nil && v.Major() != hubVersion.Major():
+			flagged[region] = fmt.Sprintf("major version %d, the hub runs %s", v.Major(), hub)
+		case hubVersion != nil && minorDistance(v, hubVersion) > 1:
+			flagged[region] = fmt.Sprintf("%d minor versions away from the hub's %s (the policy allows one)", minorDistance(v, hubVersion), hub)
 		case v.Major() != newest.Major():
 			flagged[region] = fmt.Sprintf("major version %d, the fleet's newest agent runs %s", v.Major(), newestRaw)
 		case newest.Minor()-v.Minor() > 1:
@@ -295,6 +413,14 @@ func versionSkew(versions map[string]string) (string, map[string]string) {
 		}
 	}
 	return newestRaw, flagged
+}
+
+// minorDistance is how many minor versions apart two versions of one major version are.
+func minorDistance(a, b *version.Version) uint {
+	if a.Minor() > b.Minor() {
+		return a.Minor() - b.Minor()
+	}
+	return b.Minor() - a.Minor()
 }
 
 // age formats how long ago t was ("-" for never).
@@ -320,9 +446,13 @@ func until(t *metav1.Time, now time.Time) string {
 // on its first row only), and the Distributions line where the kind is served.
 func renderStatus(w io.Writer, r *statusReport, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	header := []string{"REGION", "READY", "LIVE", "HEARTBEAT", "RENEWED", "LEADER", "VERSION", "KIND", "SYNCED", "PENDING", "FAILED", "HELD"}
+	header := []string{"REGION", "READY", "LIVE", "HEARTBEAT", "RENEWED", "LEADER", "VERSION"}
+	if r.Distributions != nil {
+		header = append(header, "DISTRIBUTIONS")
+	}
+	header = append(header, "KIND", "SYNCED", "PENDING", "FAILED", "HELD")
 	if wide {
-		header = append(header, "PAUSED", "INVALID", "SHARD-STATE", "LEASE-HOLDER", "CREDENTIAL-EXPIRES", "CLUSTER-ID", "SHARD")
+		header = append(header, "PAUSED", "INVALID", "SHARD-STATE", "LEASE-HOLDER", "CREDENTIAL-EXPIRES", "KUBERNETES", "CLUSTER-ID", "SHARD")
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	skewed := 0
@@ -350,7 +480,10 @@ func renderStatus(w io.Writer, r *statusReport, wide bool, now time.Time) error 
 			skewed++
 		}
 		region := []string{line.Name, ready, live, age(line.HeartbeatTime, now), age(line.LeaseRenewTime, now), orDash(line.Leader), ver}
-		regionWide := []string{orDash(line.ShardState), orDash(line.LeaseHolder), until(line.CredentialExpiryTime, now), orDash(line.ClusterID), orDash(line.Shard)}
+		if r.Distributions != nil {
+			region = append(region, distributionCell(line.Distributions))
+		}
+		regionWide := []string{orDash(line.ShardState), orDash(line.LeaseHolder), until(line.CredentialExpiryTime, now), orDash(line.KubernetesVersion), orDash(line.ClusterID), orDash(line.Shard)}
 		rows := line.Resources
 		if len(rows) == 0 {
 			rows = []regionsyncv1alpha1.ResourceCounts{{}}
@@ -376,7 +509,11 @@ func renderStatus(w io.Writer, r *statusReport, wide bool, now time.Time) error 
 		return err
 	}
 	if skewed > 0 {
-		fmt.Fprintf(w, "\nSKEW: %d region(s) run an agent more than one minor version away from the newest, %s (-o json: versionSkew says why).\n", skewed, r.NewestAgentVersion)
+		against := "the newest, " + r.NewestAgentVersion
+		if r.HubVersion != "" {
+			against += ", or from the hub's " + r.HubVersion
+		}
+		fmt.Fprintf(w, "\nSKEW: %d region(s) run an agent more than one minor version away from %s (-o json: versionSkew says why).\n", skewed, against)
 	}
 	if d := r.Distributions; d != nil {
 		fmt.Fprintf(w, "\nDistributions: %d, %d progressing, %d halted, %d degraded, %d with removals held", d.Total, d.Progressing, d.Halted, d.Degraded, d.RemovalHeld)
@@ -386,6 +523,26 @@ func renderStatus(w io.Writer, r *statusReport, wide bool, now time.Time) error 
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// distributionCell says how many Distributions progress, halted or fail in a region ("-": none).
+func distributionCell(d *regionDistributions) string {
+	if d == nil {
+		return "-"
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{d.Progressing, "progressing"}, {d.Halted, "halted"}, {d.Failed, "failed"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func countCells(c regionsyncv1alpha1.ResourceCounts) []string {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 )
@@ -16,24 +19,30 @@ func TestVersionSkew(t *testing.T) {
 	cases := []struct {
 		name     string
 		versions map[string]string
+		hub      string
 		newest   string
 		flagged  []string
 	}{
-		{"one version", map[string]string{"a": "v0.4.0", "b": "v0.4.0"}, "v0.4.0", nil},
-		{"adjacent minors are within the policy", map[string]string{"a": "v0.4.2", "b": "v0.5.0"}, "v0.5.0", nil},
-		{"two minors behind", map[string]string{"a": "v0.3.9", "b": "v0.5.0", "c": "v0.4.0"}, "v0.5.0", []string{"a"}},
-		{"another major", map[string]string{"a": "v1.0.0", "b": "v2.0.0"}, "v2.0.0", []string{"a"}},
-		{"development builds are not judged", map[string]string{"a": "dev", "b": "", "c": "v0.5.0"}, "v0.5.0", nil},
-		{"nothing released", map[string]string{"a": "dev"}, "", nil},
+		{"one version", map[string]string{"a": "v0.4.0", "b": "v0.4.0"}, "", "v0.4.0", nil},
+		{"adjacent minors are within the policy", map[string]string{"a": "v0.4.2", "b": "v0.5.0"}, "", "v0.5.0", nil},
+		{"two minors behind", map[string]string{"a": "v0.3.9", "b": "v0.5.0", "c": "v0.4.0"}, "", "v0.5.0", []string{"a"}},
+		{"another major", map[string]string{"a": "v1.0.0", "b": "v2.0.0"}, "", "v2.0.0", []string{"a"}},
+		{"development builds are not judged", map[string]string{"a": "dev", "b": "", "c": "v0.5.0"}, "", "v0.5.0", nil},
+		{"nothing released", map[string]string{"a": "dev"}, "", "", nil},
+		{"within one minor of the hub, either side", map[string]string{"a": "v0.4.0", "b": "v0.5.0"}, "v0.5.1", "v0.5.0", nil},
+		{"two minors behind the hub", map[string]string{"a": "v0.3.0", "b": "v0.4.0"}, "v0.5.0", "v0.4.0", []string{"a"}},
+		{"two minors ahead of the hub", map[string]string{"a": "v0.7.0", "b": "v0.6.0"}, "v0.5.0", "v0.7.0", []string{"a"}},
+		{"another major than the hub", map[string]string{"a": "v1.0.0"}, "v0.9.0", "v1.0.0", []string{"a"}},
+		{"a development hub is not judged", map[string]string{"a": "v0.5.0", "b": "v0.4.0"}, "dev", "v0.5.0", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			newest, flagged := versionSkew(tc.versions)
+			newest, flagged := versionSkew(tc.versions, tc.hub)
 			if newest != tc.newest {
 				t.Errorf("newest %q, want %q", newest, tc.newest)
 			}
 			var got []string
-			for r := range tc.versions {
+			for _, r := range slices.Sorted(maps.Keys(tc.versions)) {
 				if flagged[r] != "" {
 					got = append(got, r)
 				}
@@ -60,19 +69,24 @@ func TestRenderStatus(t *testing.T) {
 	)
 	f.Regions["new"] = registered("new", "-new", "")
 	f.register(f.Regions["new"])
-	report := buildStatus(f)
+	report := buildStatus(f, "")
 	report.Distributions = &distributionSummary{Total: 3, Progressing: 1, Halted: 1, NeedAttention: []string{"acme/web"}}
+	for i := range report.Regions {
+		if report.Regions[i].Name == "use" {
+			report.Regions[i].Distributions = &regionDistributions{Progressing: 2, Halted: 1}
+		}
+	}
 	var out bytes.Buffer
 	if err := renderStatus(&out, report, false, testNow); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	wantRows := [][]string{
-		{"REGION", "READY", "LIVE", "HEARTBEAT", "RENEWED", "LEADER", "VERSION", "KIND", "SYNCED", "PENDING", "FAILED", "HELD"},
-		{"gone", "no", "Region", "no", "-", "120m", "-", "-", "-", "-", "-", "-", "-"},
-		{"new", "True", "no", "Lease", "5s", "-", "-", "-", tenantKind, "3", "0", "0", "0"},
-		{"old", "False", "(NotReady)", "no", "Lease", "5s", "-", "-", "v0.3.0", "SKEW", tenantKind, "3", "0", "0", "0"},
-		{"use", "True", "yes", "5s", "3s", "agent-0", "v0.5.0", "ConfigMap", "7", "1", "2", "3"},
+		{"REGION", "READY", "LIVE", "HEARTBEAT", "RENEWED", "LEADER", "VERSION", "DISTRIBUTIONS", "KIND", "SYNCED", "PENDING", "FAILED", "HELD"},
+		{"gone", "no", "Region", "no", "-", "120m", "-", "-", "-", "-", "-", "-", "-", "-"},
+		{"new", "True", "no", "Lease", "5s", "-", "-", "-", "-", tenantKind, "3", "0", "0", "0"},
+		{"old", "False", "(NotReady)", "no", "Lease", "5s", "-", "-", "v0.3.0", "SKEW", "-", tenantKind, "3", "0", "0", "0"},
+		{"use", "True", "yes", "5s", "3s", "agent-0", "v0.5.0", "2", "progressing,", "1", "halted", "ConfigMap", "7", "1", "2", "3"},
 		{"use", tenantKind, "3", "0", "0", "0"},
 	}
 	for i, want := range wantRows {
@@ -94,7 +108,10 @@ func TestRenderStatus(t *testing.T) {
 	if strings.Contains(out.String(), "Distributions") {
 		t.Errorf("a Distributions line without the kind:\n%s", out.String())
 	}
-	if !strings.Contains(lines[0], "HELD") || !strings.Contains(out.String(), "SHARD-STATE") || !strings.Contains(out.String(), "Syncing") {
+	if strings.Contains(out.String(), "DISTRIBUTIONS") {
+		t.Errorf("a DISTRIBUTIONS column without the kind:\n%s", out.String())
+	}
+	if !strings.Contains(lines[0], "HELD") || !strings.Contains(out.String(), "SHARD-STATE") || !strings.Contains(out.String(), "KUBERNETES") || !strings.Contains(out.String(), "Syncing") {
 		t.Errorf("wide output lacks the wide columns:\n%s", out.String())
 	}
 }
@@ -120,5 +137,37 @@ func TestReleaseArgs(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("releaseArgs(%v, %q, %q) = %v, want an error with %q", tc.args, tc.region, tc.before, err, tc.err)
 		}
+	}
+}
+
+func TestDistributionsPerRegion(t *testing.T) {
+	dist := func(halted bool, regions ...map[string]any) unstructured.Unstructured {
+		u := unstructured.Unstructured{Object: map[string]any{"status": map[string]any{}}}
+		list := make([]any, 0, len(regions))
+		for _, r := range regions {
+			list = append(list, r)
+		}
+		status := u.Object["status"].(map[string]any)
+		status["regions"] = list
+		if halted {
+			status["conditions"] = []any{map[string]any{"type": "Halted", "status": "True", "reason": "MaxFailures"}}
+		}
+		return u
+	}
+	entry := func(region, state string, current bool, health string) map[string]any {
+		return map[string]any{"region": region, "state": state, "current": current, "health": health}
+	}
+	got := distributionsPerRegion([]unstructured.Unstructured{
+		dist(false, entry("a", "Applied", true, "Current"), entry("b", "Applied", false, ""), entry("c", "Unplaceable", false, "")),
+		dist(true, entry("a", "Applied", false, "InProgress"), entry("b", "Applied", true, "Current")),
+		dist(false, entry("a", "Removing", true, "Current"), entry("b", "Applied", true, "Failed"), entry("c", "RemovalHeld", true, "Current")),
+	})
+	want := map[string]*regionDistributions{
+		"a": {Progressing: 1, Halted: 1},
+		"b": {Progressing: 2, Halted: 1},
+		"c": {Failed: 2},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("per region (-want +got):\n%s", diff)
 	}
 }

@@ -40,7 +40,9 @@ const (
 // after the region, owned by regionsync, its ControlPlaneHealthy condition following the
 // Region's liveness (Unknown while the agent has not reported or the hub found its heartbeat
 // missed, True while it reports), the Region's Ready condition mirrored, and the cluster ID,
-// region, agent version, shard and description as properties observed at the heartbeat. It is
+// region, agent version, shard and description as properties observed at the heartbeat (after
+// the regional ClusterProperty objects the agent reports, which win over a property of the same
+// name), and the regional Kubernetes version the agent reports. It is
 // pure: the caller writes it (spec on create, status through the status subresource).
 func ForRegion(r *regionsyncv1alpha1.Region, namespace string) *ClusterProfile {
 	p := &ClusterProfile{
@@ -52,7 +54,8 @@ func ForRegion(r *regionsyncv1alpha1.Region, namespace string) *ClusterProfile {
 		},
 		Spec: ClusterProfileSpec{DisplayName: r.Name, ClusterManager: ClusterManager{Name: ClusterManagerName}},
 	}
-	observed := metav1.Time{}
+	// Conditions need a transition time: before the first heartbeat, the Region's creation.
+	observed := r.CreationTimestamp
 	if r.Status.HeartbeatTime != nil {
 		observed = *r.Status.HeartbeatTime
 	}
@@ -74,6 +77,12 @@ func ForRegion(r *regionsyncv1alpha1.Region, namespace string) *ClusterProfile {
 		}
 	}
 	p.Status.Conditions = append([]metav1.Condition{healthy}, p.Status.Conditions...)
+	// The region's own ClusterProperty objects (About API) come first and win over a property
+	// of the same name regionsync would add (a region's cluster.clusterset.k8s.io is its ID).
+	fromRegion := map[string]bool{}
+	for _, cp := range r.Status.ClusterProperties {
+		fromRegion[cp.Name] = true
+	}
 	property := func(name, value string) {
 		if len(value) > maxPropertyValue {
 			value = value[:maxPropertyValue]
@@ -82,11 +91,18 @@ func ForRegion(r *regionsyncv1alpha1.Region, namespace string) *ClusterProfile {
 			p.Status.Properties = append(p.Status.Properties, Property{Name: name, Value: value, LastObservedTime: observed})
 		}
 	}
-	property(PropertyClusterID, r.Status.ClusterID)
-	property(PropertyRegion, r.Name)
-	property(PropertyAgentVersion, r.Status.AgentVersion)
-	property(PropertyShard, r.Status.Shard)
-	property(PropertyDescription, r.Spec.Description)
+	for _, cp := range r.Status.ClusterProperties {
+		property(cp.Name, cp.Value)
+	}
+	p.Status.Version.Kubernetes = r.Status.KubernetesVersion
+	for _, own := range [][2]string{
+		{PropertyClusterID, r.Status.ClusterID}, {PropertyRegion, r.Name}, {PropertyAgentVersion, r.Status.AgentVersion},
+		{PropertyShard, r.Status.Shard}, {PropertyDescription, r.Spec.Description},
+	} {
+		if !fromRegion[own[0]] {
+			property(own[0], own[1])
+		}
+	}
 	return p
 }
 

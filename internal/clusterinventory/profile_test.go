@@ -19,7 +19,7 @@ func region(ready *metav1.Condition) *regionsyncv1alpha1.Region {
 	r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "us-east-1"}, Spec: regionsyncv1alpha1.RegionSpec{Description: "east coast"}}
 	if ready != nil {
 		r.Status = regionsyncv1alpha1.RegionStatus{
-			Conditions: []metav1.Condition{*ready}, ClusterID: "0f7c-uid", AgentVersion: "v0.5.0",
+			Conditions: []metav1.Condition{*ready}, ClusterID: "0f7c-uid", AgentVersion: "v0.5.0", KubernetesVersion: "v1.36.3",
 			Shard: "region us-east-1 (names *-us-east-1, Tenant.demo.regionsync.dev)", HeartbeatTime: &heartbeat,
 		}
 	}
@@ -75,6 +75,20 @@ func TestForRegionIdentityAndProperties(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("properties (-want +got):\n%s", diff)
 	}
+	if p.Status.Version.Kubernetes != "v1.36.3" {
+		t.Errorf("version.kubernetes %q, want the Region's v1.36.3", p.Status.Version.Kubernetes)
+	}
+	// The region's ClusterProperty objects come first and win over regionsync's of the same name.
+	r.Status.ClusterProperties = []regionsyncv1alpha1.ClusterProperty{{Name: PropertyClusterID, Value: "clusterset-id-east"}, {Name: "location.example.com", Value: "us-east"}}
+	p = ForRegion(r, "fleet")
+	if len(p.Status.Properties) != 6 || p.Status.Properties[0].Value != "clusterset-id-east" || p.Status.Properties[1].Name != "location.example.com" {
+		t.Errorf("properties with the region's ClusterProperties: %+v", p.Status.Properties)
+	}
+	for _, prop := range p.Status.Properties[1:] {
+		if prop.Name == PropertyClusterID {
+			t.Errorf("%s twice: %+v", PropertyClusterID, p.Status.Properties)
+		}
+	}
 	// Unknown values are left out, not written empty (the API requires a value).
 	if n := len(ForRegion(region(nil), "fleet").Status.Properties); n != 2 {
 		t.Errorf("%d properties for a Region without status, want 2 (region, description)", n)
@@ -88,7 +102,7 @@ func TestSchemaFieldNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"apiVersion":"multicluster.x-k8s.io/v1alpha1"`, `"kind":"ClusterProfile"`, `"clusterManager":{"name":"regionsync"}`,
-		`"displayName":"us-east-1"`, `"properties":[`, `"lastObservedTime":"2026-01-02T15:00:00Z"`, `"type":"ControlPlaneHealthy"`} {
+		`"displayName":"us-east-1"`, `"properties":[`, `"lastObservedTime":"2026-01-02T15:00:00Z"`, `"type":"ControlPlaneHealthy"`, `"version":{"kubernetes":"v1.36.3"}`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("JSON lacks %s: %s", want, b)
 		}

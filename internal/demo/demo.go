@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -282,6 +283,14 @@ func (d *demoRun) showAccess() {
 	d.say("try: kubectl --kubeconfig %s get regions", d.mgmt.Kubeconfig)
 	d.say("     kubectl --kubeconfig %s -n %s edit tenant acme-us-east-1   (change spec.replicas,", d.mgmt.Kubeconfig, DemoNamespace)
 	d.say("     then watch the copy in us-east-1 and the generation annotations on management)")
+	paths := make([]string, 0, len(d.fleet.Clusters))
+	for _, c := range d.fleet.Clusters {
+		paths = append(paths, c.Kubeconfig)
+	}
+	kc := "KUBECONFIG=" + strings.Join(paths, string(os.PathListSeparator))
+	d.say("     %s kubectl regionsync --context management status       (go install ./cmd/kubectl-regionsync)", kc)
+	d.say("     %s kubectl regionsync --context management explain tenant/acme-us-east-1 -n %s --region-context us-east-1", kc, DemoNamespace)
+	d.say("     %s kubectl regionsync --context management doctor", kc)
 }
 
 // serve keeps the fleet up until ctx is cancelled or a process exits; SIGUSR1 prints the traces

@@ -344,6 +344,23 @@ func TestHubBase(t *testing.T) {
 			}
 		}
 	}
+	// The shrink guard's memory is the one ConfigMap the hub updates, in its own namespace.
+	guardMemory := false
+	for _, r := range nested(Find(objs, "Role", "regionsync-hub-leases"), "rules").([]any) {
+		rule := r.(map[string]any)
+		if !slices.Contains(rule["resources"].([]any), any("configmaps")) {
+			continue
+		}
+		if slices.Contains(rule["verbs"].([]any), any("update")) {
+			guardMemory = fmt.Sprint(rule["resourceNames"]) == fmt.Sprint([]any{hub.GuardConfigMapName})
+			if !guardMemory {
+				t.Errorf("the hub may update ConfigMaps other than %s: %v", hub.GuardConfigMapName, rule)
+			}
+		}
+	}
+	if !guardMemory {
+		t.Errorf("the hub may not write its shrink guard's memory (ConfigMap %s)", hub.GuardConfigMapName)
+	}
 	// Impersonation is a ClusterRole bound per tenant namespace by the operator, never cluster-wide.
 	imp := Find(objs, "ClusterRole", "regionsync-hub-impersonate")
 	if imp == nil {

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
@@ -31,6 +32,27 @@ func ClusterID(ctx context.Context, c client.Reader) (string, error) {
 		return "", fmt.Errorf("reading the local cluster ID (namespace kube-system): %w", err)
 	}
 	return string(ns.UID), nil
+}
+
+// KubernetesVersion returns the version a cluster's API server reports (its /version), as the
+// Region states it: the gitVersion of a release (v1.36.3). A server built from source without
+// release metadata reports gitVersion v0.0.0-master (or another v0.0.0-*): then the binary's
+// own major.minor (v1.36) when the server states it (major/minor, else the emulation version),
+// else the gitVersion as it is.
+func KubernetesVersion(info *version.Info) string {
+	if info == nil {
+		return ""
+	}
+	if !strings.HasPrefix(info.GitVersion, "v0.0.0") {
+		return info.GitVersion
+	}
+	for _, mm := range [][2]string{{info.Major, info.Minor}, {info.EmulationMajor, info.EmulationMinor}} {
+		major, minor := mm[0], strings.TrimSuffix(mm[1], "+")
+		if major != "" && minor != "" && major != "0" {
+			return "v" + major + "." + minor
+		}
+	}
+	return info.GitVersion
 }
 
 // Claim is the shard claim as the Region reports it.
@@ -60,6 +82,9 @@ type Sources struct {
 	// CredentialExpiry is when the management credential in use expires (zero when unknown);
 	// nil reports none.
 	CredentialExpiry func() time.Time
+	// ClusterProperties are the regional cluster's ClusterProperty objects (PropertyReader);
+	// nil reports none.
+	ClusterProperties func() []regionsyncv1alpha1.ClusterProperty
 }
 
 // Reporter keeps the status of the Region named after the agent's region current. It writes only
@@ -73,7 +98,9 @@ type Reporter struct {
 	Region string
 
 	Leader, ClusterID, AgentVersion, Shard string
-	Sources                                Sources
+	// KubernetesVersion is the regional API server's version (KubernetesVersion).
+	KubernetesVersion string
+	Sources           Sources
 
 	MinInterval time.Duration // default 2s
 	// Refresh, when positive, rewrites status.heartbeatTime this often when nothing changed;
@@ -334,7 +361,8 @@ func sameOwnStatus(a, b *regionsyncv1alpha1.RegionStatus) bool {
 func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.RegionStatus {
 	st := regionsyncv1alpha1.RegionStatus{
 		Leader: r.Leader, ClusterID: r.ClusterID, AgentVersion: r.AgentVersion, Shard: r.Shard,
-		Conditions: append([]metav1.Condition(nil), previous...),
+		KubernetesVersion: r.KubernetesVersion,
+		Conditions:        append([]metav1.Condition(nil), previous...),
 	}
 	connected := r.Sources.ManagementConnected()
 	shardClaim := r.Sources.Claim()
@@ -355,6 +383,9 @@ func (r *Reporter) desired(previous []metav1.Condition) regionsyncv1alpha1.Regio
 	}
 	if !last.IsZero() {
 		st.LastSyncTime = &metav1.Time{Time: last.Truncate(time.Second)}
+	}
+	if r.Sources.ClusterProperties != nil {
+		st.ClusterProperties = r.Sources.ClusterProperties()
 	}
 	if r.Sources.CredentialExpiry != nil {
 		if e := r.Sources.CredentialExpiry(); !e.IsZero() {

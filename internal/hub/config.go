@@ -61,8 +61,15 @@ type Config struct {
 	// hub writes as for a Distribution naming none in spec.serviceAccountName (no default:
 	// such a Distribution places nothing, Applied=False naming the field).
 	DefaultServiceAccountName string `json:"defaultServiceAccountName,omitempty"`
+	// AllowSecrets lets Distributions place Secrets, as spec.template or spec.source (default
+	// false: such a Distribution places nothing, Applied=False naming this field). The hub then
+	// needs read access to Secrets (deploy/kustomize/hub/rbac.yaml), and each region whose
+	// Region kinds include Secret receives the Secrets placed in the namespaces of its shard.
+	AllowSecrets bool `json:"allowSecrets,omitempty"`
 	// Telemetry configures metrics, health probes and tracing.
 	Telemetry TelemetryConfig `json:"telemetry,omitempty"`
+	// ClusterProfiles publishes one ClusterProfile per Region (off unless it names a namespace).
+	ClusterProfiles ClusterProfilesConfig `json:"clusterProfiles,omitempty"`
 }
 
 // LivenessConfig times the region liveness judgement.
@@ -175,6 +182,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, field.Invalid(field.NewPath("defaultServiceAccountName"), n, msg))
 		}
 	}
+	errs = append(errs, c.ClusterProfiles.Validate(field.NewPath("clusterProfiles"))...)
 	if c.Concurrency < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("concurrency"), c.Concurrency, "must be at least 1"))
 	}

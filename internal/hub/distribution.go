@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -83,10 +84,20 @@ type DistributionReconciler struct {
 	// DefaultServiceAccountName is written as for a Distribution naming none ("" : such a
 	// Distribution places nothing).
 	DefaultServiceAccountName string
+	// Sources caches the metadata of source objects (spec.source), whose changes wake the
+	// Distributions selecting them.
+	Sources cache.Cache
+	// AllowSecrets lets Distributions place Secrets (the hub configuration's allowSecrets).
+	AllowSecrets bool
 
-	ctrl       controller.Controller
-	mu         sync.Mutex
-	watched    map[schema.GroupVersionKind]bool
+	ctrl    controller.Controller
+	mu      sync.Mutex
+	watched map[schema.GroupVersionKind]bool
+	// sourceWatched are the source kinds watched.
+	sourceWatched map[schema.GroupVersionKind]bool
+	// waiting: per per-region object, the Distributions reporting a Conflict on it, woken when it
+	// changes (it may have been released).
+	waiting    map[types.NamespacedName]map[types.NamespacedName]bool
 	applied    map[string]string // object key → hash of what was last applied
 	lastStatus map[types.NamespacedName]time.Time
 	totals     distributionTotals
@@ -138,13 +149,7 @@ func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.Gro
 	u.SetGroupVersionKind(gvk)
 	r.mu.Lock()
 	if !r.watched[gvk] {
-		toDistribution := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
-			name := o.GetLabels()[r.Keys.Distribution]
-			if name == "" {
-				return nil
-			}
-			return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-		})
+		toDistribution := handler.EnqueueRequestsFromMapFunc(r.perRegionRequests)
 		if err := r.ctrl.Watch(source.Kind[client.Object](r.Objects, u, toDistribution)); err != nil {
 			r.mu.Unlock()
 			return false, fmt.Errorf("watching %s: %w", shard.KindName(gvk), err)
@@ -159,7 +164,7 @@ func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.Gro
 	return inf.HasSynced(), nil
 }
 
-// owned lists a Distribution's per-region objects of one kind, by region.
+// owned lists a Distribution's per-region objects of one kind, by name.
 func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind) (map[string]*unstructured.Unstructured, error) {
 	synced, err := r.ensureWatch(ctx, gvk)
 	if err != nil {
@@ -175,7 +180,7 @@ func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha
 	}
 	out := make(map[string]*unstructured.Unstructured, len(list.Items))
 	for i := range list.Items {
-		out[list.Items[i].GetLabels()[config.RegionLabel]] = &list.Items[i]
+		out[list.Items[i].GetName()] = &list.Items[i]
 	}
 	return out, nil
 }
@@ -186,8 +191,11 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	d := &regionsyncv1alpha1.Distribution{}
 	if err := r.Client.Get(ctx, req.NamespacedName, d); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Guard.Forget(req.NamespacedName)
+			if err := r.Guard.Forget(ctx, req.NamespacedName); err != nil {
+				log.Error(err, "forgetting the shrink guard's record of a deleted Distribution", "distribution", req)
+			}
 			r.totals.forget(req.NamespacedName)
+			r.forgetWaits(req.NamespacedName)
 			r.mu.Lock()
 			delete(r.lastStatus, req.NamespacedName)
 			delete(r.rolloutPosted, req.NamespacedName)
@@ -232,29 +240,49 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
-// deploy renders and writes every placed region's object and removes the objects of regions
-// that left the placement. A spec that cannot be rendered changes nothing.
+// deploy renders and writes every placed region's objects and removes the objects of regions
+// that left the placement, of sources that are gone and of a previous kind, through the shrink
+// guard. A spec that cannot be rendered changes nothing.
 func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alpha1.Distribution) (StatusInput, error) {
 	in := StatusInput{PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}
 	rule, ruleErr := r.health.get(d.Spec.Health)
 	in.InvalidHealthRule = ruleErr
-	t, w, specErr := r.parseSpec(d)
 	var regions regionsyncv1alpha1.RegionList
 	if err := r.Client.List(ctx, &regions); err != nil {
 		return in, fmt.Errorf("listing Regions: %w", err)
+	}
+	gvk, specErr := SpecKind(d, r.Keys, r.AllowSecrets)
+	if specErr != nil {
+		gvk = schema.GroupVersionKind{} // a kind refused is not read either
+	}
+	if specErr == nil {
+		specErr = validateStrategyFor(d) // rollout_deploy.go
+	}
+	var w writer
+	if specErr == nil {
+		w, specErr = r.writer(d)
+	}
+	var items []*Template
+	if specErr == nil {
+		if d.Spec.Source != nil {
+			if err := r.ensureSourceWatch(gvk); err != nil {
+				return in, err
+			}
+		}
+		items, in.NotApplied, specErr = r.resolve(ctx, d, gvk, w, regions.Items)
 	}
 	var selected []string
 	if specErr == nil {
 		selected, specErr = Selected(d.Spec.Placement, regions.Items)
 	}
-	// The objects this Distribution has, of its template's kind and of the kind it placed before.
+	// The objects this Distribution has, of its kind and of the kind it placed before.
 	existing := map[schema.GroupVersionKind]map[string]*unstructured.Unstructured{}
-	for _, gvk := range placedKinds(d, t) {
-		objs, err := r.owned(ctx, d, gvk)
+	for _, k := range placedKinds(d, gvk) {
+		objs, err := r.owned(ctx, d, k)
 		if err != nil {
 			return in, err
 		}
-		existing[gvk] = objs
+		existing[k] = objs
 	}
 	if specErr != nil {
 		in.InvalidSpec = specErr
@@ -262,46 +290,85 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventInvalidSpec, eventActionPlace, "%v; nothing placed was changed", specErr)
 		}
 		for _, objs := range existing {
-			for region, o := range objs {
-				e := entryFor(o, region, r.Keys, rule)
-				in.Entries = append(in.Entries, e)
+			for _, o := range objs {
+				in.Entries = append(in.Entries, entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule))
 			}
 		}
+		in.Entries = regionEntries(in.Entries)
 		return in, nil
 	}
 	in.Selected = len(selected)
-	in.PlacedKind = t.GVK.GroupVersion().String() + "/" + t.GVK.Kind
-	keep := map[string]bool{} // regions whose object of the template's kind stays
-	// The rollout decides which revision each region gets (rollout_deploy.go).
-	targets, rollout, err := r.rolloutTargets(ctx, d, t, selected, regions.Items, existing[t.GVK])
-	if err != nil {
-		return in, err
-	}
-	in.Rollout = rollout
-	for _, tg := range targets {
-		if tg.Object == nil {
-			in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
-			if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || existing[t.GVK][tg.Region] != nil {
-				keep[tg.Region] = true // nothing is lost: a region still selected keeps what it has
-			}
-			continue
-		}
-		keep[tg.Region] = true
-		in.Entries = append(in.Entries, r.apply(ctx, d, w, tg, existing[t.GVK][tg.Region]))
-	}
-	// Removals: objects of regions that left the placement, and every object of another kind.
-	regionExists := map[string]bool{}
+	in.PlacedKind = gvk.GroupVersion().String() + "/" + gvk.Kind
+	byRegion := map[string]*regionsyncv1alpha1.Region{}
 	for i := range regions.Items {
-		regionExists[regions.Items[i].Name] = true
+		byRegion[regions.Items[i].Name] = &regions.Items[i]
 	}
+	keepName, keepRegion := map[string]bool{}, map[string]bool{} // objects of the spec's kind that stay
+	hasObjects := map[string]bool{}
+	for _, o := range existing[gvk] {
+		hasObjects[o.GetLabels()[config.RegionLabel]] = true
+	}
+	for _, t := range items {
+		targets, rollout, err := r.targets(ctx, d, t, selected, regions.Items, existing[gvk])
+		if err != nil {
+			return in, err
+		}
+		if rollout != nil {
+			in.Rollout = rollout
+		}
+		for _, tg := range targets {
+			if tg.Object == nil {
+				in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
+				// Nothing is lost: a region still selected keeps what it has.
+				if rg := byRegion[tg.Region]; rg != nil && rg.Spec.Shard != nil {
+					keepName[ObjectName(t.baseName(d), rg.Spec.Shard)] = true
+				} else if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || hasObjects[tg.Region] {
+					keepRegion[tg.Region] = true
+				}
+				continue
+			}
+			keepName[tg.Object.GetName()] = true
+			in.Entries = append(in.Entries, r.apply(ctx, d, w, t, tg, existing[gvk][tg.Object.GetName()], regions.Items))
+		}
+	}
+	keep := func(k schema.GroupVersionKind, name, region string) bool {
+		return k == gvk && (keepName[name] || keepRegion[region])
+	}
+	return r.removeLeft(ctx, d, w, in, existing, keep, byRegion, rule)
+}
+
+// targets decides what each selected region gets of one item: for a template, the rollout
+// decides which revision (rollout_deploy.go); a source's objects are placed in every region at
+// once (a progressive strategy needs a template: validateStrategyFor refuses it with a source).
+func (r *DistributionReconciler) targets(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, selected []string,
+	regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured,
+) ([]Target, *RolloutOutcome, error) {
+	if d.Spec.Source != nil {
+		return Place(d, t, selected, regions, r.Keys), nil, nil
+	}
+	byRegion := make(map[string]*unstructured.Unstructured, len(existing)) // a template places one object per region
+	for _, o := range existing {
+		byRegion[o.GetLabels()[config.RegionLabel]] = o
+	}
+	return r.rolloutTargets(ctx, d, t, selected, regions, byRegion)
+}
+
+// removeLeft removes, through the shrink guard, the objects that are not kept: of regions that
+// left the placement, of sources that are gone, and every object of another kind.
+func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, in StatusInput,
+	existing map[schema.GroupVersionKind]map[string]*unstructured.Unstructured, keep func(k schema.GroupVersionKind, name, region string) bool,
+	byRegion map[string]*regionsyncv1alpha1.Region, rule *HealthRule,
+) (StatusInput, error) {
 	var remove []*unstructured.Unstructured
-	total, regionGone := 0, false
-	for gvk, objs := range existing {
-		for region, o := range objs {
+	total := 0
+	removal := Removal{ConfirmedBefore: confirmedBefore(d, r.Keys), Regions: map[string]RegionRemoval{}}
+	for k, objs := range existing {
+		for name, o := range objs {
+			region := o.GetLabels()[config.RegionLabel]
 			if o.GetDeletionTimestamp() == nil {
 				total++
 			}
-			if gvk == t.GVK && keep[region] {
+			if keep(k, name, region) {
 				continue
 			}
 			if o.GetDeletionTimestamp() != nil {
@@ -309,24 +376,41 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 				continue
 			}
 			remove = append(remove, o)
-			regionGone = regionGone || !regionExists[region]
+			if byRegion[region] == nil && removal.RegionGone == "" {
+				removal.RegionGone = region
+			}
+			rr := removal.Regions[region]
+			rr.Wanted++
+			removal.Regions[region] = rr
 		}
 	}
+	for region, rr := range removal.Regions {
+		n, err := r.regionObjects(ctx, region)
+		if err != nil {
+			return in, err
+		}
+		rr.Total = n
+		removal.Regions[region] = rr
+	}
+	removal.Wanted, removal.Total = len(remove), total
 	now := r.Now()
-	allowed, since := r.Guard.Decide(client.ObjectKeyFromObject(d), now, Removal{
-		Wanted: len(remove), Total: total, RegionGone: regionGone, ConfirmedBefore: confirmedBefore(d, r.Keys),
-	})
-	if !allowed {
-		in.Held, in.HeldSince = true, since
+	dec, err := r.Guard.Decide(ctx, client.ObjectKeyFromObject(d), now, removal)
+	if err != nil {
+		return in, err
+	}
+	if !dec.Allowed {
+		in.Held, in.HeldSince = true, dec.HeldSince
+		in.HeldMessage = fmt.Sprintf("removing %d per-region objects is held by the shrink guard since %s: %s; confirm with the annotation %s=<RFC 3339 time after that>",
+			len(remove), dec.HeldSince.UTC().Format(time.RFC3339Nano), dec.Why, r.Keys.ConfirmRemovalsBefore)
 		if !isConditionTrue(d, regionsyncv1alpha1.DistributionRemovalHeld) {
-			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventRemovalHeld, eventActionRemove,
-				"removing %d of %d per-region objects is held by the shrink guard; confirm with %s=<RFC 3339 time>", len(remove), total, r.Keys.ConfirmRemovalsBefore)
+			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventRemovalHeld, eventActionRemove, "%s", in.HeldMessage)
 		}
 		for _, o := range remove {
 			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
-			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementRemovalHeld, regionsyncv1alpha1.ReasonHeld, "the region left the placement; the removal is held by the shrink guard"
+			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementRemovalHeld, regionsyncv1alpha1.ReasonHeld, "the removal is held by the shrink guard: "+dec.Why
 			in.Entries = append(in.Entries, e)
 		}
+		in.Entries = regionEntries(in.Entries)
 		return in, nil
 	}
 	removed := 0
@@ -340,16 +424,38 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		}
 		in.Entries = append(in.Entries, e)
 	}
-	r.Guard.Removed(client.ObjectKeyFromObject(d), now, removed)
 	if removed > 0 {
-		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, EventRemoved, eventActionRemove, "removed %d per-region objects of regions that left the placement", removed)
+		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, EventRemoved, eventActionRemove, "removed %d per-region objects (regions that left the placement, sources that are gone, or a previous kind)", removed)
 	}
+	in.Entries = regionEntries(in.Entries)
 	return in, nil
+}
+
+// regionObjects counts a region's per-region objects across all Distributions and every kind
+// placed (from the per-region objects' cache).
+func (r *DistributionReconciler) regionObjects(ctx context.Context, region string) (int, error) {
+	r.mu.Lock()
+	kinds := slices.Collect(maps.Keys(r.watched))
+	r.mu.Unlock()
+	n := 0
+	for _, gvk := range kinds {
+		ul := &unstructured.UnstructuredList{}
+		ul.SetGroupVersionKind(shard.ListGVK(gvk))
+		if err := r.Objects.List(ctx, ul, client.MatchingLabels{config.RegionLabel: region}, client.UnsafeDisableDeepCopy); err != nil {
+			return 0, fmt.Errorf("counting Region %s's per-region objects of %s: %w", region, shard.KindName(gvk), err)
+		}
+		for i := range ul.Items {
+			if ul.Items[i].GetDeletionTimestamp() == nil {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // apply writes one region's object unless it is already as rendered, after making sure the name
 // is not taken by an object this Distribution does not control.
-func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, tg Target, existing *unstructured.Unstructured) regionsyncv1alpha1.DistributionRegionStatus {
+func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, t *Template, tg Target, existing *unstructured.Unstructured, regions []regionsyncv1alpha1.Region) regionsyncv1alpha1.DistributionRegionStatus {
 	obj := tg.Object
 	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
 	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
@@ -359,19 +465,26 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(obj.GroupVersionKind())
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live)
+		conflict := ""
 		switch {
 		case err == nil && live.GetLabels()[r.Keys.Distribution] != d.Name:
-			e.State, e.Reason = regionsyncv1alpha1.PlacementConflict, regionsyncv1alpha1.ReasonConflict
-			e.Message = fmt.Sprintf("%s %s/%s exists and is not this Distribution's (label %s=%q); it is never taken over",
-				shard.KindName(obj.GroupVersionKind()), obj.GetNamespace(), obj.GetName(), r.Keys.Distribution, live.GetLabels()[r.Keys.Distribution])
-			if !hasEntryState(d, tg.Region, regionsyncv1alpha1.PlacementConflict) {
-				r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventConflict, eventActionPlace, "%s", e.Message)
-			}
-			return e
+			conflict = conflictMessage(obj, live, r.Keys)
 		case err == nil:
 			existing = live // ours, not yet in the cache
 		case !apierrors.IsNotFound(err):
 			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed, err.Error()
+			return e
+		default:
+			if o := r.olderWanting(ctx, d, t, tg.Region, regions); o != nil {
+				conflict = fmt.Sprintf("%s %s/%s is wanted also by Distribution %s, older, which places it", shard.KindName(obj.GroupVersionKind()), obj.GetNamespace(), obj.GetName(), o.Name)
+			}
+		}
+		r.wait(client.ObjectKeyFromObject(d), client.ObjectKeyFromObject(obj), conflict != "")
+		if conflict != "" {
+			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementConflict, regionsyncv1alpha1.ReasonConflict, conflict
+			if !hasEntryState(d, tg.Region, regionsyncv1alpha1.PlacementConflict) {
+				r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventConflict, eventActionPlace, "%s", e.Message)
+			}
 			return e
 		}
 	}
@@ -418,20 +531,6 @@ func (r *DistributionReconciler) delete(ctx context.Context, w writer, o *unstru
 	return nil
 }
 
-// parseSpec parses d's template and finds the client its objects are written with; the error
-// names the field.
-func (r *DistributionReconciler) parseSpec(d *regionsyncv1alpha1.Distribution) (*Template, writer, error) {
-	t, err := ParseTemplate(d.Spec.Template.Raw, r.Keys)
-	if err == nil {
-		err = ValidateStrategy(d.Spec.Strategy) // rollout_deploy.go
-	}
-	if err != nil {
-		return t, writer{}, err
-	}
-	w, err := r.writer(d)
-	return t, w, err
-}
-
 // writer is the client acting as a Distribution's ServiceAccount, and which one it is.
 type writer struct {
 	client.Client
@@ -467,8 +566,11 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	if !controllerutil.ContainsFinalizer(d, r.Keys.HubFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	t, _ := ParseTemplate(d.Spec.Template.Raw, r.Keys)
-	kinds := placedKinds(d, t)
+	var gvk schema.GroupVersionKind
+	if k, err := SpecKind(d, r.Keys, true); err == nil {
+		gvk = k
+	}
+	kinds := placedKinds(d, gvk)
 	var entries []regionsyncv1alpha1.DistributionRegionStatus
 	w, saErr := r.writer(d)
 	rule, _ := r.health.get(d.Spec.Health)
@@ -480,8 +582,8 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		for region, o := range objs {
-			e := entryFor(o, region, r.Keys, rule)
+		for _, o := range objs {
+			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
 			switch {
 			case saErr != nil:
 				// Nothing can be written: the status says why (naming the field) and lists what is left.
@@ -504,7 +606,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 		}
 	}
 	if len(entries) > 0 {
-		st := ComputeStatus(d, StatusInput{Entries: entries, InvalidSpec: saErr, PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}, r.Now())
+		st := ComputeStatus(d, StatusInput{Entries: regionEntries(entries), InvalidSpec: saErr, PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}, r.Now())
 		r.totals.set(client.ObjectKeyFromObject(d), st.Counts)
 		after, err := r.writeStatus(ctx, d, st)
 		if err != nil {
@@ -590,10 +692,10 @@ func toAny(m map[string]string) map[string]any {
 
 // placedKinds are the kinds of a Distribution's per-region objects: its template's (t, when it
 // parses) and the one it placed before (status.placedKind).
-func placedKinds(d *regionsyncv1alpha1.Distribution, t *Template) []schema.GroupVersionKind {
+func placedKinds(d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
-	if t != nil {
-		kinds = append(kinds, t.GVK)
+	if !gvk.Empty() {
+		kinds = append(kinds, gvk)
 	}
 	if prev, err := placedGVK(d.Status.PlacedKind); err == nil && !slices.Contains(kinds, prev) {
 		kinds = append(kinds, prev)

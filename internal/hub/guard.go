@@ -1,27 +1,57 @@
 package hub
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ShrinkGuard holds a Distribution's removals of per-region objects when, within its window,
-// they would exceed max(1, 10 %) of the Distribution's objects (a region selector typo, a Region
-// label dropped, a changed kind), until an operator confirms them with
-// D/confirm-removals-before=<RFC 3339 time> on the Distribution (a time after the hold began).
-// Removals of objects whose Region no longer exists are always held until confirmed. The agents'
-// per-kind deletion budgets cannot see a fleet-wide removal of one object per region; the hub
-// can. Its memory is the hub's: a new leader starts with a fresh window and fresh holds (which
-// then began at the takeover: an older confirmation does not release them).
+// ShrinkGuard holds removals of per-region objects that would exceed, within its window,
+// max(1, 10 %) of a Distribution's per-region objects (a region selector typo, a Region label
+// dropped, a source selector that suddenly matches nothing, a changed kind), or of one region's
+// per-region objects across all Distributions (a Region label many Distributions select on
+// dropped), until an operator confirms them with D/confirm-removals-before=<RFC 3339 time> on
+// the Distribution (a time after the hold began). Removals of objects whose Region no longer
+// exists are always held until confirmed. The agents' per-kind deletion budgets cannot see a
+// fleet-wide removal of one object per region; the hub can.
+//
+// Its memory (each window's start and removal count, each hold's start) is written to its Store
+// before any removal it allows, so a new leader goes on with the same windows and holds.
 type ShrinkGuard struct {
-	// Window over which removals are counted.
+	// Window over which removals are counted (fixed windows: a window starts with its first
+	// removal and ends Window later).
 	Window time.Duration
+	// Store keeps the guard's memory across hub restarts and leader changes (nil: in memory only).
+	Store GuardStore
 
-	mu        sync.Mutex
-	removed   map[types.NamespacedName][]time.Time
-	heldSince map[types.NamespacedName]time.Time
+	mu      sync.Mutex
+	loaded  bool
+	records map[string]GuardRecord
+}
+
+// GuardRecord is the guard's memory of one Distribution or one region.
+type GuardRecord struct {
+	// WindowStart is when the current window began (its first removal).
+	WindowStart time.Time `json:"windowStart,omitzero"`
+	// Removed counts the removals allowed within the window.
+	Removed int `json:"removed,omitempty"`
+	// HeldSince is when the Distribution's held removals were first held (Distributions only).
+	HeldSince time.Time `json:"heldSince,omitzero"`
+}
+
+// GuardStore keeps the guard's records, by key.
+type GuardStore interface {
+	// Load reads every record.
+	Load(ctx context.Context) (map[string]GuardRecord, error)
+	// Save replaces the records (written before the removals they allow).
+	Save(ctx context.Context, records map[string]GuardRecord) error
 }
 
 // Removal is what a Distribution's reconcile wants to remove now.
@@ -30,66 +60,208 @@ type Removal struct {
 	Wanted int
 	// Total is the number of the Distribution's per-region objects before the removal.
 	Total int
-	// RegionGone: some removal is of an object whose Region was deleted (always held).
-	RegionGone bool
+	// RegionGone names a deleted Region some removal is in ("": none); always held.
+	RegionGone string
+	// Regions are, per region, the removals wanted there and how many per-region objects the
+	// region holds across all Distributions.
+	Regions map[string]RegionRemoval
 	// ConfirmedBefore is the Distribution's D/confirm-removals-before (zero: none).
 	ConfirmedBefore time.Time
 }
 
-// Allowance is the budget of removals of a Distribution with total objects.
+// RegionRemoval is a Distribution's wanted removals in one region, and the region's size.
+type RegionRemoval struct {
+	// Wanted removals in the region.
+	Wanted int
+	// Total per-region objects of the region, across all Distributions.
+	Total int
+}
+
+// Decision is the guard's answer.
+type Decision struct {
+	// Allowed: the removals may go ahead (and were counted).
+	Allowed bool
+	// HeldSince is when the hold began (when not allowed).
+	HeldSince time.Time
+	// Why says what holds them (when not allowed).
+	Why string
+}
+
+// Allowance is the budget of removals of a Distribution, or a region, with total objects.
 func Allowance(total int) int { return max(1, total/10) }
 
-// Decide says whether the removals may go ahead now; when not, since when they are held.
-func (g *ShrinkGuard) Decide(key types.NamespacedName, now time.Time, r Removal) (allowed bool, heldSince time.Time) {
+func distributionRecord(key types.NamespacedName) string {
+	return "distribution." + key.Namespace + "." + key.Name
+}
+
+func regionRecord(region string) string { return "region." + region }
+
+// Decide says whether a Distribution's removals may go ahead now. Allowed removals are counted
+// in the Distribution's and each region's window, and the memory saved, before it returns; an
+// error (the memory could not be read or saved) allows nothing.
+func (g *ShrinkGuard) Decide(ctx context.Context, key types.NamespacedName, now time.Time, r Removal) (Decision, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.removed == nil {
-		g.removed, g.heldSince = map[types.NamespacedName][]time.Time{}, map[types.NamespacedName]time.Time{}
-	}
-	recent := g.removed[key][:0]
-	for _, t := range g.removed[key] {
-		if now.Sub(t) < g.Window {
-			recent = append(recent, t)
+	if err := g.load(ctx); err != nil {
+		if r.Wanted == 0 {
+			return Decision{Allowed: true}, nil // nothing to remove: placing goes on
 		}
+		return Decision{}, err
 	}
-	g.removed[key] = recent
+	before := maps.Clone(g.records)
+	dk := distributionRecord(key)
+	g.expire(now)
+	rec := g.records[dk]
 	if r.Wanted == 0 {
-		delete(g.heldSince, key)
-		return true, time.Time{}
+		if !rec.HeldSince.IsZero() {
+			rec.HeldSince = time.Time{}
+			g.set(dk, rec)
+		}
+		return Decision{Allowed: true}, g.save(ctx, before)
 	}
-	since, held := g.heldSince[key]
-	if held && r.ConfirmedBefore.After(since) {
+	held := !rec.HeldSince.IsZero()
+	if held && r.ConfirmedBefore.After(rec.HeldSince) {
 		// Confirmed: the held removals go ahead, and count against nothing later.
-		delete(g.heldSince, key)
-		delete(g.removed, key)
-		return true, time.Time{}
+		g.set(dk, GuardRecord{})
+		return Decision{Allowed: true}, g.save(ctx, before)
 	}
-	if !held && !r.RegionGone && len(recent)+r.Wanted <= Allowance(r.Total) {
-		return true, time.Time{}
+	why := g.exceeds(rec, r)
+	if held && why == "" {
+		why = "held until confirmed"
+	}
+	if why == "" {
+		g.count(dk, now, r.Wanted)
+		for region, rr := range r.Regions {
+			g.count(regionRecord(region), now, rr.Wanted)
+		}
+		return Decision{Allowed: true}, g.save(ctx, before)
 	}
 	if !held {
-		since = now
-		g.heldSince[key] = since
+		rec.HeldSince = now
+		g.set(dk, rec)
 	}
-	return false, since
+	return Decision{HeldSince: rec.HeldSince, Why: why}, g.save(ctx, before)
 }
 
-// Removed records n removals that went ahead.
-func (g *ShrinkGuard) Removed(key types.NamespacedName, now time.Time, n int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.removed == nil {
-		g.removed, g.heldSince = map[types.NamespacedName][]time.Time{}, map[types.NamespacedName]time.Time{}
+// exceeds says which budget the removals exceed ("" when none).
+func (g *ShrinkGuard) exceeds(rec GuardRecord, r Removal) string {
+	if r.RegionGone != "" {
+		return fmt.Sprintf("Region %s was deleted (a deleted Region's objects are removed only when confirmed)", r.RegionGone)
 	}
-	for range n {
-		g.removed[key] = append(g.removed[key], now)
+	if rec.Removed+r.Wanted > Allowance(r.Total) {
+		return fmt.Sprintf("removing %d of the Distribution's %d per-region objects (%d already removed within the window) exceeds max(1, 10%%)", r.Wanted, r.Total, rec.Removed)
+	}
+	for _, region := range slices.Sorted(maps.Keys(r.Regions)) {
+		rr := r.Regions[region]
+		done := g.records[regionRecord(region)].Removed
+		if rr.Wanted > 0 && done+rr.Wanted > Allowance(rr.Total) {
+			return fmt.Sprintf("removing %d of Region %s's %d per-region objects across all Distributions (%d already removed within the window) exceeds max(1, 10%%)", rr.Wanted, region, rr.Total, done)
+		}
+	}
+	return ""
+}
+
+// count adds n removals to a record's window (starting one when none runs).
+func (g *ShrinkGuard) count(k string, now time.Time, n int) {
+	if n == 0 {
+		return
+	}
+	rec := g.records[k]
+	if rec.WindowStart.IsZero() {
+		rec.WindowStart = now
+	}
+	rec.Removed += n
+	g.set(k, rec)
+}
+
+// expire ends the windows that are over.
+func (g *ShrinkGuard) expire(now time.Time) {
+	for k, rec := range g.records {
+		if !rec.WindowStart.IsZero() && now.Sub(rec.WindowStart) >= g.Window {
+			rec.WindowStart, rec.Removed = time.Time{}, 0
+			g.set(k, rec)
+		}
 	}
 }
 
-// Forget drops a Distribution's state (it was deleted).
-func (g *ShrinkGuard) Forget(key types.NamespacedName) {
+// set stores a record, dropping empty ones.
+func (g *ShrinkGuard) set(k string, rec GuardRecord) {
+	if rec == (GuardRecord{}) {
+		delete(g.records, k)
+		return
+	}
+	g.records[k] = rec
+}
+
+func (g *ShrinkGuard) load(ctx context.Context) error {
+	if g.loaded {
+		return nil
+	}
+	g.records = map[string]GuardRecord{}
+	if g.Store != nil {
+		recs, err := g.Store.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the shrink guard's memory: %w", err)
+		}
+		maps.Copy(g.records, recs)
+	}
+	g.loaded = true
+	return nil
+}
+
+// save writes the records when they changed; on failure the memory is read again next time.
+func (g *ShrinkGuard) save(ctx context.Context, before map[string]GuardRecord) error {
+	if g.Store == nil || maps.Equal(before, g.records) {
+		return nil
+	}
+	if err := g.Store.Save(ctx, maps.Clone(g.records)); err != nil {
+		g.loaded = false
+		return fmt.Errorf("saving the shrink guard's memory: %w", err)
+	}
+	return nil
+}
+
+// Forget drops a Distribution's record (it was deleted); the regions' windows stay.
+func (g *ShrinkGuard) Forget(ctx context.Context, key types.NamespacedName) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	delete(g.removed, key)
-	delete(g.heldSince, key)
+	if err := g.load(ctx); err != nil {
+		return err
+	}
+	before := maps.Clone(g.records)
+	delete(g.records, distributionRecord(key))
+	return g.save(ctx, before)
+}
+
+// encodeRecords and decodeRecords are the store's format: one JSON record per key.
+func encodeRecords(records map[string]GuardRecord) (map[string]string, error) {
+	out := make(map[string]string, len(records))
+	for k, rec := range records {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = string(b)
+	}
+	return out, nil
+}
+
+// A record that does not decode is an error: the guard then removes nothing until the ConfigMap
+// is fixed or deleted (it fails closed).
+func decodeRecords(data map[string]string) (map[string]GuardRecord, error) {
+	out := make(map[string]GuardRecord, len(data))
+	for k, v := range data {
+		if !strings.HasPrefix(k, "distribution.") && !strings.HasPrefix(k, "region.") {
+			continue
+		}
+		var rec GuardRecord
+		if err := json.Unmarshal([]byte(v), &rec); err != nil {
+			return nil, fmt.Errorf("record %s: %w", k, err)
+		}
+		if rec.Removed < 0 {
+			return nil, fmt.Errorf("record %s: removed %d is negative", k, rec.Removed)
+		}
+		out[k] = rec
+	}
+	return out, nil
 }

@@ -298,3 +298,55 @@ func TestHealthRuleCostLimit(t *testing.T) {
 		t.Fatalf("Judge of 27 million steps: %s, %v; want Unknown and the cost limit", status, err)
 	}
 }
+
+// TestObserveFanOut: a per-region object that asks for namespace fan-out is judged from its
+// region's fan-out report: current when the report is of its generation (or, without one, of
+// its content hash) and every matching namespace's copy is current; Failed when a namespace's
+// copy failed.
+func TestObserveFanOut(t *testing.T) {
+	fanOut := func(o *unstructured.Unstructured, report string) *unstructured.Unstructured {
+		a := merge(o.GetAnnotations(), map[string]string{testKeys.FanOutNamespaces: "*"})
+		if report != "" {
+			a[testKeys.FanOutReport] = report
+		}
+		o.SetAnnotations(a)
+		return o
+	}
+	hash := testKeys.AppliedContentHash(configMap("blue", nil))
+	tenant := func(generation int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "demo.regionsync.dev/v1alpha1", "kind": "Tenant",
+			"metadata": map[string]any{"name": "acme-us", "namespace": "tenant-acme"}, "spec": map[string]any{"plan": "team"}}}
+		u.SetGeneration(generation)
+		return u
+	}
+	terminating := fanOut(tenant(2), `{"matching":3,"current":3,"generation":2}`)
+	terminating.SetDeletionTimestamp(&metav1.Time{Time: time.Unix(1, 0)})
+	for name, tc := range map[string]struct {
+		obj     *unstructured.Unstructured
+		current bool
+		health  string
+	}{
+		"not reported yet":                 {fanOut(tenant(2), ""), false, "Unknown"},
+		"every copy of this generation":    {fanOut(tenant(2), `{"matching":3,"current":3,"generation":2}`), true, "Current"},
+		"a report of an older generation":  {fanOut(tenant(3), `{"matching":3,"current":3,"generation":2}`), false, "InProgress"},
+		"copies still being written":       {fanOut(tenant(2), `{"matching":3,"current":1,"generation":2}`), false, "InProgress"},
+		"a namespace's copy failed":        {fanOut(tenant(2), `{"matching":3,"current":2,"failed":["team-b"],"generation":2}`), false, "Failed"},
+		"failures beyond those named":      {fanOut(tenant(2), `{"matching":30,"current":30,"moreFailed":2,"generation":2}`), false, "Failed"},
+		"no namespace matches":             {fanOut(tenant(2), `{"matching":0,"current":0,"generation":2}`), true, "Current"},
+		"no generation, hash of this data": {fanOut(configMap("blue", nil), `{"matching":2,"current":2,"hash":"`+hash+`"}`), true, "Current"},
+		"no generation, data changed":      {fanOut(configMap("green", nil), `{"matching":2,"current":2,"hash":"`+hash+`"}`), false, "InProgress"},
+		"no generation, no hash":           {fanOut(configMap("blue", nil), `{"matching":2,"current":2}`), false, "InProgress"},
+		"terminating":                      {terminating, false, "Terminating"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := Observe(tc.obj, testKeys, nil)
+			if o.Current != tc.current || o.Health != tc.health {
+				t.Errorf("Observe = %+v, want current %v health %s", o, tc.current, tc.health)
+			}
+		})
+	}
+	bad := Observe(fanOut(tenant(2), `{"matching":`), testKeys, nil)
+	if bad.Current || !strings.Contains(bad.HealthError, testKeys.FanOutReport) {
+		t.Errorf("a report that does not decode: %+v, want not current and an error naming %s", bad, testKeys.FanOutReport)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -42,6 +43,8 @@ type Options struct {
 	// DefaultServiceAccountName is the ServiceAccount the hub writes as for a Distribution that
 	// names none (empty: such a Distribution places nothing).
 	DefaultServiceAccountName string
+	// AllowSecrets lets Distributions place Secrets (as template or source).
+	AllowSecrets bool
 	// TracerProvider traces every reconcile (nil: no tracing).
 	TracerProvider trace.TracerProvider
 }
@@ -51,7 +54,7 @@ func OptionsFromConfig(c *Config) Options {
 	return Options{
 		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
 		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency,
-		DefaultServiceAccountName: c.DefaultServiceAccountName,
+		DefaultServiceAccountName: c.DefaultServiceAccountName, AllowSecrets: c.AllowSecrets,
 	}
 }
 
@@ -74,7 +77,7 @@ func (o Options) withDefaults() Options {
 	return Options{
 		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
 		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency, TracerProvider: o.TracerProvider,
-		DefaultServiceAccountName: o.DefaultServiceAccountName,
+		DefaultServiceAccountName: o.DefaultServiceAccountName, AllowSecrets: o.AllowSecrets,
 	}
 }
 
@@ -102,13 +105,23 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := mgr.Add(warmCache{objects}); err != nil {
 		return err
 	}
+	sources, err := newSourceCache(mgr)
+	if err != nil {
+		return fmt.Errorf("hub: the source objects' cache: %w", err)
+	}
+	if err := mgr.Add(warmCache{sources}); err != nil {
+		return err
+	}
+	guard := &ShrinkGuard{Window: o.ShrinkWindow, Store: &ConfigMapGuardStore{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Key: types.NamespacedName{Namespace: o.Namespace, Name: GuardConfigMapName},
+	}}
 	tp := o.TracerProvider
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
 	d := &DistributionReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Objects: objects, Keys: keys,
-		Recorder: mgr.GetEventRecorder("regionsync-hub"), Guard: &ShrinkGuard{Window: o.ShrinkWindow},
+		Recorder: mgr.GetEventRecorder("regionsync-hub"), Guard: guard, Sources: sources, AllowSecrets: o.AllowSecrets,
 		Tracer: tp.Tracer("regionsync-hub"), Concurrency: o.Concurrency,
 		Writers:                   NewWriters(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}),
 		DefaultServiceAccountName: o.DefaultServiceAccountName,
@@ -133,8 +146,8 @@ type warmCache struct{ cache.Cache }
 // NeedLeaderElection is false: the cache runs on every replica.
 func (warmCache) NeedLeaderElection() bool { return false }
 
-// kindWarmer, on every replica, watches the kinds every Distribution places, so that their
-// per-region objects are cached before this replica leads.
+// kindWarmer, on every replica, watches the kinds every Distribution places (and the metadata of
+// its source kind), so that they are cached before this replica leads.
 type kindWarmer struct {
 	cache cache.Cache
 	d     *DistributionReconciler
@@ -154,8 +167,11 @@ func (w *kindWarmer) Start(ctx context.Context) error {
 		if !ok {
 			return
 		}
-		if t, err := ParseTemplate(d.Spec.Template.Raw, w.d.Keys); err == nil {
-			_, _ = w.d.ensureWatch(ctx, t.GVK)
+		if gvk, err := SpecKind(d, w.d.Keys, w.d.AllowSecrets); err == nil {
+			_, _ = w.d.ensureWatch(ctx, gvk)
+			if d.Spec.Source != nil {
+				_, _ = w.d.Sources.GetInformer(ctx, sourceMetadata(gvk), cache.BlockUntilSynced(false))
+			}
 		}
 	}
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: warm, UpdateFunc: func(_, n any) { warm(n) }})

@@ -73,11 +73,20 @@ func installHubRBAC(t *testing.T, mgmt *testenv.Cluster) {
 	for _, obj := range objs {
 		switch obj.GetKind() {
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			if err := mgmt.Client.Create(context.Background(), obj); err != nil {
+			if err := mgmt.Client.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("applying the hub's %s %s: %v", obj.GetKind(), obj.GetName(), err)
 			}
 		}
 	}
+}
+
+// startHubProcess starts a hub as startHub does (its RBAC applied once) and returns what stops
+// it, as a hub process ending; a second one started later is a new process with nothing in
+// memory.
+func startHubProcess(t *testing.T, mgmt *testenv.Cluster, o hub.Options) (stop func()) {
+	t.Helper()
+	installHubRBAC(t, mgmt)
+	return runHub(t, mgmt, o)
 }
 
 // runHub starts one hub process (a manager as the hub's ServiceAccount) and returns what stops it.

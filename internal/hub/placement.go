@@ -76,7 +76,7 @@ func Place(d *regionsyncv1alpha1.Distribution, t *Template, selected []string, r
 		case cmp.Or(r.Spec.Shard.AnnotationDomain, config.DefaultAnnotationDomain) != keys.Domain:
 			unplaceable(regionsyncv1alpha1.ReasonOtherAnnotationDomain, "Region %s uses the annotation domain %s, the hub %s", name, r.Spec.Shard.AnnotationDomain, keys.Domain)
 		case !slices.Contains(r.Spec.Shard.Kinds, kind):
-			unplaceable(regionsyncv1alpha1.ReasonKindNotSynced, "Region %s does not sync %s (spec.template.kind; it syncs %v)", name, kind, r.Spec.Shard.Kinds)
+			unplaceable(regionsyncv1alpha1.ReasonKindNotSynced, "Region %s does not sync %s (%s.kind; it syncs %v)", name, kind, t.field(), r.Spec.Shard.Kinds)
 		default:
 			placeIn(&tg, d, t, r, keys)
 		}
@@ -101,7 +101,11 @@ func placeIn(tg *Target, d *regionsyncv1alpha1.Distribution, t *Template, r *reg
 		unplaceable(regionsyncv1alpha1.ReasonInvalidShard, "Region %s: spec.%v", r.Name, err)
 		return
 	}
-	key := types.NamespacedName{Namespace: d.Namespace, Name: ObjectName(d.Name, rs)}
+	key := types.NamespacedName{Namespace: d.Namespace, Name: ObjectName(t.baseName(d), rs)}
+	if t.Name != "" && rs.RemoteResourceSuffix == "" {
+		unplaceable(regionsyncv1alpha1.ReasonInvalidName, "Region %s has no remoteResourceSuffix: the per-region object of source %s would be the source itself", r.Name, t.Name)
+		return
+	}
 	if msgs := validation.IsDNS1123Subdomain(key.Name); len(msgs) > 0 {
 		unplaceable(regionsyncv1alpha1.ReasonInvalidName, "the per-region name %q for Region %s is not a valid name: %s", key.Name, r.Name, strings.Join(msgs, "; "))
 		return

@@ -33,6 +33,27 @@ type Template struct {
 	GVK schema.GroupVersionKind
 	// Object is the template as written (apiVersion, kind, metadata.labels/annotations, content).
 	Object map[string]any
+	// Name is the base of the per-region names: the source object's name for spec.source, empty
+	// for spec.template (the Distribution's name).
+	Name string
+	// Field is the spec field the template comes from, for messages: spec.template or spec.source.
+	Field string
+}
+
+// baseName is the per-region objects' name before the region's suffix.
+func (t *Template) baseName(d *regionsyncv1alpha1.Distribution) string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return d.Name
+}
+
+// field is the spec field t comes from.
+func (t *Template) field() string {
+	if t.Field != "" {
+		return t.Field
+	}
+	return "spec.template"
 }
 
 // ParseTemplate decodes and validates spec.template. The error names the offending field; a
@@ -80,9 +101,6 @@ func ParseTemplate(raw []byte, keys shard.Keys) (*Template, error) {
 	if errs := validateKeys(p.Child("metadata"), u.GetLabels(), u.GetAnnotations(), keys); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
-	if gvk.Group == "" && gvk.Kind == "Secret" {
-		return nil, field.Forbidden(p.Child("kind"), "Secrets are never placed by a Distribution (regions do not sync Secrets)")
-	}
 	return &Template{GVK: gvk, Object: obj}, nil
 }
 
@@ -115,9 +133,10 @@ func validateKeys(p *field.Path, lbls, annotations map[string]string, keys shard
 	return errs
 }
 
-// ObjectName is the per-region object's name: the Distribution's name and the region's suffix.
-func ObjectName(distribution string, rs *regionsyncv1alpha1.RegionShard) string {
-	return distribution + rs.RemoteResourceSuffix
+// ObjectName is the per-region object's name: the base name (the Distribution's for a template,
+// the source object's for a source) and the region's suffix.
+func ObjectName(base string, rs *regionsyncv1alpha1.RegionShard) string {
+	return base + rs.RemoteResourceSuffix
 }
 
 // Render builds the per-region object of Distribution d for a region (its name, its registered
@@ -127,7 +146,7 @@ func ObjectName(distribution string, rs *regionsyncv1alpha1.RegionShard) string 
 // regionsync's keys; the error names the override.
 func Render(d *regionsyncv1alpha1.Distribution, t *Template, region *regionsyncv1alpha1.Region, keys shard.Keys) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{Object: jsonvalue.DeepCopy(t.Object).(map[string]any)}
-	name := ObjectName(d.Name, region.Spec.Shard)
+	name := ObjectName(t.baseName(d), region.Spec.Shard)
 	u.SetName(name)
 	u.SetNamespace(d.Namespace)
 	lbls := u.GetLabels()
@@ -175,6 +194,16 @@ func Render(d *regionsyncv1alpha1.Distribution, t *Template, region *regionsyncv
 			}
 		}
 		u = patched
+	}
+	if d.Spec.Namespaces != "" {
+		// Namespace fan-out is asked of the region's agent; overrides may not set it (a
+		// regionsync key), so every placed region fans out alike.
+		annotations := u.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[keys.FanOutNamespaces] = d.Spec.Namespaces
+		u.SetAnnotations(annotations)
 	}
 	return u, nil
 }

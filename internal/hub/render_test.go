@@ -9,7 +9,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
@@ -47,8 +46,8 @@ func TestParseTemplate(t *testing.T) {
 		"the region label":      {`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"regionsync.dev/region":"x"}}}`, "spec.template.metadata.labels[regionsync.dev/region]: Forbidden"},
 		"the distribution mark": {`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"regionsync.dev/distribution":"x"}}}`, "spec.template.metadata.labels[regionsync.dev/distribution]: Forbidden"},
 		"a bad label value":     {`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"a":"not ok"}}}`, "spec.template.metadata.labels[a]: Invalid value"},
-		"a Secret":              {`{"apiVersion":"v1","kind":"Secret","data":{}}`, "spec.template.kind: Forbidden"},
-		"not an object":         {`[1]`, "spec.template: Invalid value"},
+
+		"not an object": {`[1]`, "spec.template: Invalid value"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseTemplate([]byte(tc.raw), testKeys)
@@ -177,63 +176,6 @@ func TestPlace(t *testing.T) {
 	}
 }
 
-func TestShrinkGuard(t *testing.T) {
-	key := types.NamespacedName{Namespace: "n", Name: "d"}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for name, tc := range map[string]struct {
-		steps []struct {
-			at      time.Duration
-			r       Removal
-			allowed bool
-		}
-	}{
-		"one of three allowed (max(1, 10%))": {steps: []struct {
-			at      time.Duration
-			r       Removal
-			allowed bool
-		}{{0, Removal{Wanted: 1, Total: 3}, true}}},
-		"two of three held, confirmed after the hold began": {steps: []struct {
-			at      time.Duration
-			r       Removal
-			allowed bool
-		}{
-			{0, Removal{Wanted: 2, Total: 3}, false},
-			{time.Second, Removal{Wanted: 2, Total: 3, ConfirmedBefore: t0.Add(-time.Second)}, false}, // confirmed before the hold: not for it
-			{2 * time.Second, Removal{Wanted: 2, Total: 3, ConfirmedBefore: t0.Add(time.Second)}, true},
-		}},
-		"removals add up within the window, not after": {steps: []struct {
-			at      time.Duration
-			r       Removal
-			allowed bool
-		}{
-			{0, Removal{Wanted: 1, Total: 30}, true},                // 1 of max(1, 3)
-			{time.Second, Removal{Wanted: 1, Total: 29}, true},      // 2 of max(1, 2)
-			{2 * time.Second, Removal{Wanted: 1, Total: 28}, false}, // 3 of max(1, 2)
-			{3 * time.Second, Removal{Wanted: 0, Total: 28}, true},  // the change was undone: no hold left
-			{11 * time.Minute, Removal{Wanted: 1, Total: 28}, true}, // the window has passed
-		}},
-		"a deleted Region is always held": {steps: []struct {
-			at      time.Duration
-			r       Removal
-			allowed bool
-		}{{0, Removal{Wanted: 1, Total: 100, RegionGone: true}, false}}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			g := &ShrinkGuard{Window: 10 * time.Minute}
-			for i, s := range tc.steps {
-				now := t0.Add(s.at)
-				allowed, _ := g.Decide(key, now, s.r)
-				if allowed != s.allowed {
-					t.Fatalf("step %d (%+v): allowed %v, want %v", i, s.r, allowed, s.allowed)
-				}
-				if allowed {
-					g.Removed(key, now, s.r.Wanted)
-				}
-			}
-		})
-	}
-}
-
 func TestObserve(t *testing.T) {
 	for name, tc := range map[string]struct {
 		annotations map[string]any
@@ -351,6 +293,50 @@ func TestConfig(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseConfig([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("ParseConfig: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRenderNamespaces checks that spec.namespaces reaches every placed region's object as the
+// fan-out annotation, and that an override cannot set or change it.
+func TestRenderNamespaces(t *testing.T) {
+	tmpl, err := ParseTemplate([]byte(tenantJSON), testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		namespaces string
+		overrides  []regionsyncv1alpha1.Override
+		want       string // the annotation; "-": absent
+		err        string
+	}{
+		"unset":       {"", nil, "-", ""},
+		"every":       {"*", nil, "*", ""},
+		"by selector": {"team=a,env in (prod)", nil, "team=a,env in (prod)", ""},
+		"an override may not set it": {"", []regionsyncv1alpha1.Override{{Regions: []string{"us"},
+			MergePatch: &apiextensionsv1.JSON{Raw: []byte(`{"metadata":{"annotations":{"regionsync.dev/fan-out-namespaces":"*"}}}`)}}}, "", "Forbidden"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "acme"},
+				Spec: regionsyncv1alpha1.DistributionSpec{Namespaces: tc.namespaces, Overrides: tc.overrides}}
+			r := testRegion("us", "-us", nil)
+			u, err := Render(d, tmpl, &r, testKeys)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Render: %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Render: %v", err)
+			}
+			got, ok := u.GetAnnotations()[testKeys.FanOutNamespaces]
+			if !ok {
+				got = "-"
+			}
+			if got != tc.want {
+				t.Errorf("annotation %s = %q, want %q", testKeys.FanOutNamespaces, got, tc.want)
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -76,6 +77,17 @@ func RegionHealthy(e regionsyncv1alpha1.DistributionRegionStatus) bool {
 func RegionLive(region *regionsyncv1alpha1.Region) bool {
 	c := meta.FindStatusCondition(region.Status.Conditions, regionsyncv1alpha1.ConditionReady)
 	return c != nil && c.Status != metav1.ConditionUnknown
+}
+
+// validateStrategyFor checks a Distribution's spec.strategy: ValidateStrategy, and that a
+// progressive rollout has a template to keep revisions of (a source's objects are placed in
+// every region at once).
+func validateStrategyFor(d *regionsyncv1alpha1.Distribution) error {
+	if d.Spec.Source != nil && d.Spec.Strategy.Type == regionsyncv1alpha1.RolloutProgressive {
+		return field.Invalid(field.NewPath("spec", "strategy", "type"), d.Spec.Strategy.Type,
+			"a progressive rollout needs spec.template; with spec.source use type All")
+	}
+	return ValidateStrategy(d.Spec.Strategy)
 }
 
 // ValidateStrategy checks spec.strategy where the CRD schema cannot (selectors, int or

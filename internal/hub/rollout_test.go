@@ -708,3 +708,33 @@ func TestWithWrittenHalt(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateStrategyForSource: a progressive rollout needs a template (revisions are of the
+// template and overrides); with spec.source it is refused naming spec.strategy.type, and type
+// All (or none) is accepted.
+func TestValidateStrategyForSource(t *testing.T) {
+	src := &regionsyncv1alpha1.DistributionSource{APIVersion: "v1", Kind: "ConfigMap", Name: "ca-bundle"}
+	for _, tc := range []struct {
+		name    string
+		source  *regionsyncv1alpha1.DistributionSource
+		typ     regionsyncv1alpha1.RolloutStrategyType
+		wantErr string
+	}{
+		{name: "source, progressive", source: src, typ: regionsyncv1alpha1.RolloutProgressive, wantErr: "spec.strategy.type"},
+		{name: "source, all", source: src, typ: regionsyncv1alpha1.RolloutAll},
+		{name: "source, no strategy", source: src},
+		{name: "template, progressive", typ: regionsyncv1alpha1.RolloutProgressive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &regionsyncv1alpha1.Distribution{}
+			d.Spec.Source, d.Spec.Strategy.Type = tc.source, tc.typ
+			err := validateStrategyFor(d)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("validateStrategyFor: %v, want no error", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("validateStrategyFor: %v, want an error naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -40,6 +40,9 @@ type Observation struct {
 func Observe(u *unstructured.Unstructured, keys shard.Keys, rule *HealthRule) Observation {
 	o := Observation{Generation: u.GetGeneration(), Health: string(kstatus.UnknownStatus)}
 	a := u.GetAnnotations()
+	if _, fanOut := a[keys.FanOutNamespaces]; fanOut {
+		return observeFanOut(u, keys, o)
+	}
 	local, err := strconv.ParseInt(a[keys.LocalGeneration], 10, 64)
 	copied := err == nil && a[keys.RemoteGeneration] == strconv.FormatInt(o.Generation, 10)
 	observed, found, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
@@ -72,6 +75,36 @@ func Observe(u *unstructured.Unstructured, keys shard.Keys, rule *HealthRule) Ob
 		if err != nil {
 			o.HealthError = err.Error()
 		}
+	}
+	return o
+}
+
+// observeFanOut judges a per-region object that asks for namespace fan-out from the report its
+// region's agent writes (no status is uploaded from N copies): current when every matching
+// namespace's copy holds the object's content now; health Failed when a namespace's copy failed,
+// Current when current, else InProgress (Unknown before the first report).
+func observeFanOut(u *unstructured.Unstructured, keys shard.Keys, o Observation) Observation {
+	if u.GetDeletionTimestamp() != nil {
+		o.Health = string(kstatus.TerminatingStatus)
+		return o
+	}
+	value, ok := u.GetAnnotations()[keys.FanOutReport]
+	if !ok {
+		return o // not reported yet
+	}
+	r, err := keys.ParseFanOutReport(value)
+	if err != nil {
+		o.HealthError = err.Error()
+		return o
+	}
+	o.Current = keys.FanOutCurrent(r, u)
+	switch {
+	case len(r.Failed) > 0 || r.MoreFailed > 0:
+		o.Health = string(kstatus.FailedStatus)
+	case o.Current:
+		o.Health = string(kstatus.CurrentStatus)
+	default:
+		o.Health = string(kstatus.InProgressStatus)
 	}
 	return o
 }
@@ -109,6 +142,11 @@ type StatusInput struct {
 	InvalidHealthRule error
 	// Rollout is the rollout phase's outcome (nil: nothing was decided).
 	Rollout *RolloutOutcome
+	// HeldMessage says what holds the removals (the RemovalHeld message), when Held.
+	HeldMessage string
+	// NotApplied is a finding that makes Applied False (its reason from conditionReason) although
+	// nothing failed, e.g. a source selector that matches nothing.
+	NotApplied error
 }
 
 // ComputeStatus builds a Distribution's status from a reconcile's findings and the previous
@@ -197,7 +235,7 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 	c := st.Counts
 	switch {
 	case in.InvalidSpec != nil:
-		set(regionsyncv1alpha1.DistributionApplied, false, regionsyncv1alpha1.ReasonInvalidSpec, in.InvalidSpec.Error()+"; nothing placed was changed")
+		set(regionsyncv1alpha1.DistributionApplied, false, conditionReason(in.InvalidSpec, regionsyncv1alpha1.ReasonInvalidSpec), in.InvalidSpec.Error()+"; nothing placed was changed")
 	case len(failed) > 0:
 		reason := regionsyncv1alpha1.ReasonApplyFailed
 		if slices.ContainsFunc(entries, func(e regionsyncv1alpha1.DistributionRegionStatus) bool {
@@ -206,6 +244,8 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 			reason = regionsyncv1alpha1.ReasonConflict
 		}
 		set(regionsyncv1alpha1.DistributionApplied, false, reason, fmt.Sprintf("%d of %d regions failed: %s", len(failed), c.Selected, summary(failed)))
+	case in.NotApplied != nil:
+		set(regionsyncv1alpha1.DistributionApplied, false, conditionReason(in.NotApplied, regionsyncv1alpha1.ReasonInvalidSpec), in.NotApplied.Error())
 	case c.Selected == 0:
 		set(regionsyncv1alpha1.DistributionApplied, true, regionsyncv1alpha1.ReasonNoRegions, "the placement selects no region")
 	default:
@@ -223,7 +263,7 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 	}
 	switch {
 	case in.InvalidSpec != nil:
-		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonInvalidSpec, in.InvalidSpec.Error())
+		set(regionsyncv1alpha1.DistributionDegraded, true, conditionReason(in.InvalidSpec, regionsyncv1alpha1.ReasonInvalidSpec), in.InvalidSpec.Error())
 	case in.InvalidHealthRule != nil:
 		set(regionsyncv1alpha1.DistributionDegraded, true, regionsyncv1alpha1.ReasonInvalidHealthRule, in.InvalidHealthRule.Error()+"; every copy's health is Unknown")
 	case len(failed) > 0:
@@ -237,7 +277,9 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 	default:
 		set(regionsyncv1alpha1.DistributionDegraded, false, regionsyncv1alpha1.ReasonAsExpected, "nothing is degraded")
 	}
-	if in.Held {
+	if in.Held && in.HeldMessage != "" {
+		set(regionsyncv1alpha1.DistributionRemovalHeld, true, regionsyncv1alpha1.ReasonHeld, in.HeldMessage)
+	} else if in.Held {
 		set(regionsyncv1alpha1.DistributionRemovalHeld, true, regionsyncv1alpha1.ReasonHeld, fmt.Sprintf(
 			"removing %d per-region objects would exceed the shrink guard (max(1, 10%%) within its window, or a deleted Region); held since %s: confirm with the annotation %s=<RFC 3339 time after that>",
 			c.Removing, in.HeldSince.UTC().Format(time.RFC3339), in.ConfirmKey))

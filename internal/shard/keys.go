@@ -46,6 +46,17 @@ type Keys struct {
 	// AppliedHash (on local objects, Apply strategy) hashes the last applied configuration, so a
 	// removed remote field is noticed without a write on every resync.
 	AppliedHash string
+	// FanOutNamespaces (on remote objects) is a label selector ("*": every namespace in scope):
+	// the object is copied into every matching local namespace instead of its mapped one.
+	FanOutNamespaces string
+	// FanOutReport (on remote objects, written by the agent) reports a fan-out object's copies
+	// in the region: how many namespaces match, how many copies are current, which failed.
+	FanOutReport string
+	// FanOutSource (label on fan-out copies) is a hash of the remote object's key: the copies
+	// of one source are listed by it.
+	FanOutSource string
+	// FanOutSourceKey (annotation on fan-out copies) is the remote object's "namespace/name".
+	FanOutSourceKey string
 
 	// The hub's keys (docs/design.md#hub-and-distribution).
 
@@ -85,6 +96,10 @@ func NewKeys(domain string) Keys {
 		ReleaseDeletion:        k("release-deletion"),
 		ReleaseDeletionsBefore: k("release-deletions-before"),
 		CopiedKeys:             k("sync-copied-keys"),
+		FanOutNamespaces:       k("fan-out-namespaces"),
+		FanOutReport:           k("fan-out-report"),
+		FanOutSource:           k("fan-out-source"),
+		FanOutSourceKey:        k("fan-out-source-key"),
 		Distribution:           k("distribution"),
 		HubFinalizer:           k("hub"),
 		ConfirmRemovalsBefore:  k("confirm-removals-before"),
@@ -116,7 +131,8 @@ func (k Keys) IsReleased(annotations map[string]string) bool {
 func (k Keys) IsAgentKey(key string) bool {
 	switch key {
 	case k.RemoteGeneration, k.LocalGeneration, k.Owner, k.OwnerKind, k.LastUploadedHash,
-		k.Region, k.RemoteUID, k.AppliedHash, k.TraceParent, k.Paused, k.ReleaseDeletion, k.CopiedKeys:
+		k.Region, k.RemoteUID, k.AppliedHash, k.TraceParent, k.Paused, k.ReleaseDeletion, k.CopiedKeys,
+		k.FanOutNamespaces, k.FanOutReport, k.FanOutSource, k.FanOutSourceKey:
 		return true
 	}
 	return false

@@ -237,7 +237,7 @@ func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowfeed.Fee
 		return fmt.Errorf("listing local %s copies: %w", r.Name(), err)
 	}
 	for i := range local.Items {
-		for _, req := range e.remoteRequest(objectRef(&local.Items[i])) {
+		for _, req := range e.localRequests(r, &local.Items[i]) {
 			low.Add(req)
 		}
 	}
@@ -324,7 +324,7 @@ func (e *Engine) handlers(k *kind) (remote, local, secrets kindHandler) {
 		return []reconcile.Request{{NamespacedName: objectRef(o)}}
 	}}
 	local = kindHandler{k: k, requests: func(o client.Object) []reconcile.Request {
-		return e.remoteRequest(objectRef(o))
+		return e.localRequests(k.r, o)
 	}}
 	secrets = kindHandler{k: k, requests: func(o client.Object) []reconcile.Request {
 		owner := metav1.GetControllerOf(o)
@@ -375,6 +375,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		ManagedKinds:        e.gvks,
 		KindAvailable:       e.kindAvailable,
 		ProtectedNamespaces: e.cfg.ProtectedNamespaces(),
+		SameCluster:         e.sameCluster,
 		LocalEvents:         e.localEvents,
 		RemoteEvents:        e.remoteEvents,
 		SecretRecheck:       e.cfg.ResyncPeriod,
@@ -384,10 +385,28 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		Tracer:              e.tracer,
 		available:           make(chan struct{}),
 	}
+	if e.namespaces != nil {
+		r.Namespaces = e.namespaces
+	}
 	r.Budget = r.newBudget(e.cfg.DeletionBudget)
+	r.deletedEvents = newBulkEvents(e.localEvents, ReasonDeleted, "Delete", r.Name()+" fan-out copies deleted")
 	r.createdEvents = newBulkEvents(e.localEvents, ReasonCreated, "Sync", r.Name()+" copies created from management")
 	r.namespaceEvents = newBulkEvents(e.remoteEvents, ReasonNamespaceCreated, "Sync", "local namespaces created in region "+e.cfg.Region)
 	return r
+}
+
+// localRequests maps a local object of r's kind to the remote objects it concerns: a fan-out
+// copy to its source (remembered as a fan-out object), and any object to the remote object that
+// maps to its name (an ordinary copy's, or one whose mapped name a fan-out copy holds).
+func (e *Engine) localRequests(r *Reconciler, o client.Object) []reconcile.Request {
+	reqs := e.remoteRequest(objectRef(o))
+	if src, ok := r.fanOutSourceOf(o); ok && e.inShard(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace, Name: src.Name}}) {
+		r.fanOutKeys.Store(src, struct{}{})
+		if len(reqs) == 0 || reqs[0].NamespacedName != src {
+			reqs = append(reqs, reconcile.Request{NamespacedName: src})
+		}
+	}
+	return reqs
 }
 
 func (e *Engine) remoteRequest(local types.NamespacedName) []reconcile.Request {

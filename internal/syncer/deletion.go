@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
@@ -42,25 +41,7 @@ func (r *Reconciler) remoteDeleting(ctx context.Context, remote, local, unmarked
 			return result, err
 		}
 	}
-	if !controllerutil.ContainsFinalizer(remote, r.Keys.Finalizer) {
-		return reconcile.Result{}, nil
-	}
-	before := remote.DeepCopy()
-	controllerutil.RemoveFinalizer(remote, r.Keys.Finalizer)
-	err := r.write(ctx, sideManagement, "release finalizer", remote, func(ctx context.Context) error {
-		return r.Remote.Patch(ctx, remote, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	})
-	if err != nil {
-		r.countFailure(telemetry.DirectionDelete, err)
-		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing finalizer of %s: %w", objectRef(remote), err))
-	}
-	r.count(telemetry.DirectionDelete, telemetry.ResultWritten)
-	if unmarked != nil {
-		logr.FromContextOrDiscard(ctx).Info("remote finalizer released; the unmarked local object at the mapped name is not regionsync's copy and stays")
-	} else {
-		logr.FromContextOrDiscard(ctx).Info("local copy gone; remote finalizer released")
-	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, r.releaseFinalizer(ctx, remote, unmarked != nil)
 }
 
 // takeOverForDeletion takes over in place, so that it is deleted like any copy, an unmarked
@@ -154,20 +135,8 @@ func (r *Reconciler) orphaned(ctx context.Context, remoteKey types.NamespacedNam
 func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.NamespacedName, local *unstructured.Unstructured, orphan bool, why string) (reconcile.Result, error) {
 	released := r.Keys.IsReleased(local.GetAnnotations()) && r.Budget.ReleaseUsable(local.GetUID())
 	if !released {
-		v, wait, summary, err := r.Budget.Decide(ctx, remoteKey)
-		switch {
-		case err != nil:
-			return reconcile.Result{}, fmt.Errorf("counting the deletion budget: %w", err)
-		case v == budget.SettleVerdict:
-			return reconcile.Result{RequeueAfter: max(wait, 100*time.Millisecond)}, nil
-		case v == budget.Hold:
-			r.count(telemetry.DirectionDelete, telemetry.ResultHeld)
-			telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(r.Budget.Held(ctx)))
-			logr.FromContextOrDiscard(ctx).V(1).Info("deletion held by the deletion budget")
-			if summary != nil {
-				r.reportHold(ctx, summary, local)
-			}
-			return reconcile.Result{RequeueAfter: heldRequeue}, nil
+		if allowed, result, err := r.budgetAllows(ctx, remoteKey, local); err != nil || !allowed {
+			return result, err
 		}
 	}
 	if orphan {
@@ -198,6 +167,27 @@ func (r *Reconciler) budgetedDelete(ctx context.Context, remoteKey types.Namespa
 		r.Budget.UseRelease(local.GetUID())
 	}
 	return reconcile.Result{}, nil
+}
+
+// budgetAllows asks the deletion budget about the deletion of the budget unit key (local is the
+// copy a hold's event regards): allowed now, or not, with when to look again.
+func (r *Reconciler) budgetAllows(ctx context.Context, key types.NamespacedName, local *unstructured.Unstructured) (bool, reconcile.Result, error) {
+	v, wait, summary, err := r.Budget.Decide(ctx, key)
+	switch {
+	case err != nil:
+		return false, reconcile.Result{}, fmt.Errorf("counting the deletion budget: %w", err)
+	case v == budget.SettleVerdict:
+		return false, reconcile.Result{RequeueAfter: max(wait, 100*time.Millisecond)}, nil
+	case v == budget.Hold:
+		r.count(telemetry.DirectionDelete, telemetry.ResultHeld)
+		telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(r.Budget.Held(ctx)))
+		logr.FromContextOrDiscard(ctx).V(1).Info("deletion held by the deletion budget", "unit", key)
+		if summary != nil {
+			r.reportHold(ctx, summary, local)
+		}
+		return false, reconcile.Result{RequeueAfter: heldRequeue}, nil
+	}
+	return true, reconcile.Result{}, nil
 }
 
 // reportHold emits the summarizing Warning event of a kind's hold, regarding the held copy with
@@ -356,8 +346,18 @@ func (r *Reconciler) census(ctx context.Context) (budget.Census, error) {
 	if err := r.Local.List(ctx, list, client.MatchingLabels{r.Keys.Region: r.Region}); err != nil {
 		return c, err
 	}
+	fan := fanOutCensus{sources: map[types.NamespacedName]*fanOutSource{}}
 	for i := range list.Items {
 		local := &list.Items[i]
+		if source, ok := r.fanOutSourceOf(local); ok {
+			if err := r.countFanOutCopy(ctx, &c, &fan, source, local); err != nil {
+				return c, err
+			}
+			continue
+		}
+		if r.isFanOutCopy(local) {
+			continue // a fan-out copy whose marks do not agree: never deleted
+		}
 		remoteKey, err := r.Mapper.ToRemote(objectRef(local))
 		if err != nil || !local.GetDeletionTimestamp().IsZero() {
 			continue // not a copy of this shard's objects, or already being deleted

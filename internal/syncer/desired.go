@@ -116,16 +116,40 @@ func copiedKeys(remote *unstructured.Unstructured, keys shard.Keys) string {
 
 // desiredApply returns the apply configuration the Apply strategy sends: only the fields the agent
 // owns (content, copied labels and annotations, its marks), plus the hash of that configuration.
-func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName, keys shard.Keys, region string) (*unstructured.Unstructured, string) {
+func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName, keys shard.Keys, region string, marks *copyMarks) (*unstructured.Unstructured, string) {
 	out := newCopy(remote, local)
 	copyContent(out, remote)
 	labels, annotations := copiedMetadata(remote, keys, region)
+	if marks != nil {
+		maps.Copy(labels, marks.labels)
+		maps.Copy(annotations, marks.annotations)
+	}
 	out.SetLabels(labels)
 	out.SetAnnotations(annotations)
 	h := jsonvalue.Hash(out.Object)
 	annotations[keys.AppliedHash] = h
 	out.SetAnnotations(annotations)
 	return out, h
+}
+
+// copyMarks are marks a copy carries beyond the region's and the remote UID: a fan-out copy's
+// source (fanout.go). Nil for an ordinary copy.
+type copyMarks struct {
+	labels, annotations map[string]string
+}
+
+// apply sets the marks on o.
+func (m *copyMarks) apply(o *unstructured.Unstructured) {
+	if m == nil {
+		return
+	}
+	o.SetLabels(merged(o.GetLabels(), m.labels))
+	o.SetAnnotations(merged(o.GetAnnotations(), m.annotations))
+}
+
+// on reports whether o carries every mark.
+func (m *copyMarks) on(o *unstructured.Unstructured) bool {
+	return m == nil || isSubMap(m.labels, o.GetLabels()) && isSubMap(m.annotations, o.GetAnnotations())
 }
 
 // copyContent deep-copies the remote's content fields into out.

@@ -85,7 +85,7 @@ func TestDesiredReplace(t *testing.T) {
 func TestApplyInSync(t *testing.T) {
 	remote := obj(map[string]any{"spec": map[string]any{"a": int64(1), "list": []any{"x"}}}, nil, nil)
 	key := types.NamespacedName{Namespace: "ns", Name: "acme"}
-	desired, hash := desiredApply(remote, key, testKeys, "us")
+	desired, hash := desiredApply(remote, key, testKeys, "us", nil)
 	cases := map[string]struct {
 		edit func(live *unstructured.Unstructured)
 		want bool
@@ -110,7 +110,7 @@ func TestApplyInSync(t *testing.T) {
 	}
 	// A field removed on the remote changes the hash, so the copy is re-applied.
 	delete(remote.Object["spec"].(map[string]any), "list")
-	if _, h2 := desiredApply(remote, key, testKeys, "us"); h2 == hash {
+	if _, h2 := desiredApply(remote, key, testKeys, "us", nil); h2 == hash {
 		t.Fatal("hash ignores a removed field")
 	}
 }

@@ -42,7 +42,10 @@ type Engine struct {
 	mapper       *shard.Mapper
 	gvks         []schema.GroupVersionKind
 	secretCaches map[string]cache.Cache
-	log          logr.Logger
+	// namespaces caches the region's namespaces (metadata only) when a kind fans out; nil
+	// otherwise.
+	namespaces cache.Cache
+	log        logr.Logger
 	// typed are the kinds the host caches as Go types; local is the engine's client of the
 	// local cluster (cached reads of the managed kinds, typed ones converted).
 	typed map[schema.GroupVersionKind]bool
@@ -120,6 +123,9 @@ func NewEngine(p Params) (*Engine, error) {
 	}
 	guard.verify = func(ctx context.Context) { e.identity.check(ctx) }
 	if e.secretCaches, err = addSecretCaches(mgr, cfg); err != nil {
+		return nil, err
+	}
+	if e.namespaces, err = addNamespaceCache(mgr, cfg); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(e); err != nil {

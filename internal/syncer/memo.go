@@ -24,6 +24,11 @@ func (m *memo[K, V]) LoadAndDelete(k K) (V, bool) { return typed[V](m.m.LoadAndD
 // Delete removes k.
 func (m *memo[K, V]) Delete(k K) { m.m.Delete(k) }
 
+// Range calls f for every key and value until f returns false.
+func (m *memo[K, V]) Range(f func(K, V) bool) {
+	m.m.Range(func(k, v any) bool { return f(k.(K), v.(V)) })
+}
+
 // Clear removes every key.
 func (m *memo[K, V]) Clear() { m.m.Clear() }
 

@@ -339,10 +339,23 @@ func (r *Reconciler) lookupExisting(ctx context.Context, remote *unstructured.Un
 	if !existing.GetDeletionTimestamp().IsZero() {
 		return nil, reconcile.Result{RequeueAfter: waitRequeue}, nil
 	}
+	if r.isMarked(existing) && r.isFanOutCopy(existing) {
+		r.collision(ctx, remote, localKey)
+		return nil, reconcile.Result{RequeueAfter: unmarkedRecheck}, nil
+	}
 	if r.isMarked(existing) {
 		return existing, reconcile.Result{}, nil // ours; the cache has not seen it yet
 	}
 	return r.adoptOrRefuse(ctx, remote, localKey, existing)
+}
+
+// collision reports an ordinary copy whose mapped name a fan-out copy of another management
+// object holds: that copy is left alone, and this object waits until it is gone.
+func (r *Reconciler) collision(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName) {
+	r.count(telemetry.DirectionDown, telemetry.ResultRefused)
+	msg := fmt.Sprintf("local %s is a namespace fan-out copy of another management object; it is not overwritten", localKey)
+	logr.FromContextOrDiscard(ctx).Info("mapped name taken by a fan-out copy", "local", localKey)
+	r.RemoteEvents.Eventf(remote, nil, corev1.EventTypeWarning, ReasonFanOutCollision, "Sync", "%s in region %s", msg, r.Region)
 }
 
 // adoptOrRefuse applies the adoption rules to an unmarked local object at the mapped name: it is
@@ -382,16 +395,24 @@ func (r *Reconciler) adoptOrRefuse(ctx context.Context, remote *unstructured.Uns
 // writeLocal writes the local copy with the resource's strategy when it differs from the remote.
 // live is nil to create. It returns the local object as it is after the write.
 func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return r.writeCopy(ctx, remote, localKey, live, objectRef(remote), nil)
+}
+
+// writeCopy is writeLocal for any copy: fightKey names the copy in the write-loop tracker (the
+// remote key for an ordinary copy, the copy's own key for a fan-out copy, of which a remote
+// object has many) and marks are the extra marks the copy carries (nil: none).
+func (r *Reconciler) writeCopy(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, live *unstructured.Unstructured,
+	fightKey types.NamespacedName, marks *copyMarks) (*unstructured.Unstructured, error) {
 	var err error
 	out := live
 	switch r.Resource.Strategy {
 	case config.StrategyApply:
-		desired, hash := desiredApply(remote, localKey, r.Keys, r.Region)
+		desired, hash := desiredApply(remote, localKey, r.Keys, r.Region, marks)
 		if live != nil && applyInSync(desired, hash, live, r.Keys) {
 			r.count(telemetry.DirectionDown, telemetry.ResultUnchanged)
 			return live, nil
 		}
-		if live != nil && !r.admitWrite(ctx, sideLocal, objectRef(remote), live, hash) {
+		if live != nil && !r.admitWrite(ctx, sideLocal, fightKey, live, hash) {
 			return live, nil // in a fight: the retry comes after fight.Interval
 		}
 		r.setTraceparent(ctx, desired)
@@ -400,15 +421,16 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		})
 		out = desired
 	default:
-		if live != nil && replaceInSync(remote, live, r.Keys, r.Region) {
+		if live != nil && replaceInSync(remote, live, r.Keys, r.Region) && marks.on(live) {
 			r.count(telemetry.DirectionDown, telemetry.ResultUnchanged)
 			return live, nil
 		}
 		// The same remote content written again means a local writer undid the last write.
-		if live != nil && !r.admitWrite(ctx, sideLocal, objectRef(remote), live, specHash(remote, r.Keys, r.Region)) {
+		if live != nil && !r.admitWrite(ctx, sideLocal, fightKey, live, specHash(remote, r.Keys, r.Region)) {
 			return live, nil // in a fight: the retry comes after fight.Interval
 		}
 		out = desiredReplace(remote, live, localKey, r.Keys, r.Region)
+		marks.apply(out)
 		r.setTraceparent(ctx, out)
 		if live == nil {
 			err = r.write(ctx, sideLocal, "create local", out, func(ctx context.Context) error {
@@ -421,7 +443,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 		}
 	}
 	if err != nil {
-		r.fights.Failed(fight.Key{Remote: objectRef(remote), Side: sideLocal})
+		r.fights.Failed(fight.Key{Remote: fightKey, Side: sideLocal})
 		r.namespaces.Delete(localKey.Namespace) // it may be gone or terminating: read it next time
 		if !apierrors.IsAlreadyExists(err) {
 			r.countFailure(telemetry.DirectionDown, err)

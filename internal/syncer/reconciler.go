@@ -69,12 +69,19 @@ type Reconciler struct {
 	KindAvailable func(schema.GroupVersionKind) bool
 	// ProtectedNamespaces are local namespaces nothing is ever created, written or deleted in.
 	ProtectedNamespaces sets.Set[string]
+	// Namespaces reads the region's namespaces (metadata, every namespace) for namespace
+	// fan-out; nil when no configured kind fans out.
+	Namespaces client.Reader
+	// SameCluster reports whether management is the local cluster itself (nil: never).
+	SameCluster func(context.Context) bool
 
 	LocalEvents  events.EventRecorder
 	RemoteEvents events.EventRecorder
 	// createdEvents and namespaceEvents report routine creations in bulk (bulkevents.go): the
 	// copies created, in the region; the local namespaces created, on management.
 	createdEvents, namespaceEvents *bulkEvents
+	// deletedEvents reports the fan-out copies deleted, in bulk.
+	deletedEvents *bulkEvents
 
 	// Budget holds the deletions the remote side causes (orphans, mass termination) beyond the
 	// deletion budget.
@@ -108,6 +115,16 @@ type Reconciler struct {
 	// object without any region's mark (listUnmarked): sync-controller's copies above all, which
 	// a local cache holding only marked copies never shows. A pass reads that object directly.
 	unmarkedKeys memo[types.NamespacedName, struct{}]
+	// fanOutKeys are the remote keys known to have fan-out copies, or to ask for them
+	// (fanout.go): a namespace event queues each of them.
+	fanOutKeys memo[types.NamespacedName, struct{}]
+	// reports holds, per fan-out object, the last report written and when.
+	reports memo[types.NamespacedName, reportWrite]
+	// refused holds, per fan-out copy's key, when an object that is not the copy was found
+	// there and left alone.
+	refused memo[types.NamespacedName, time.Time]
+	// fanOutCounts are the fan-out objects' last counts (regionsync_fanout_namespaces).
+	fanOutCounts fanOutCounts
 	// available is closed once the kind's informers exist on both clusters.
 	available chan struct{}
 	// firstPass is set once every shard object in the management cache has been reconciled;
@@ -224,6 +241,7 @@ func (r *Reconciler) Stats() Stats {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.DeletionsHeld = r.Budget.Held(ctx)
+	s.FanOutMatching, s.FanOutCurrent, s.FanOutFailed = r.FanOutCopies()
 	telemetry.DeletionsHeld.WithLabelValues(r.Name()).Set(float64(s.DeletionsHeld))
 	return s
 }
@@ -255,6 +273,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if wait := r.fights.RetryAfter(req.NamespacedName, time.Now()); wait > 0 && err == nil && result.IsZero() {
 		result = reconcile.Result{RequeueAfter: wait} // a write held back by a fight goes then
 	}
+	if s.fanOutFailed && err == nil {
+		s.state = StateFailed // some matching namespace has no current copy
+	}
 	if err == nil && s.statusRefused != nil && result.IsZero() {
 		// Spec flowed; the status did not. Failed until management accepts it (a local status
 		// change tries again at once, and so does this retry).
@@ -265,7 +286,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if outage && final == StatePending {
 		final = StateFailed
 	}
-	if s.statusRefused != nil && final == StatePending && err == nil {
+	if (s.statusRefused != nil || s.fanOutFailed) && final == StatePending && err == nil {
 		final = StateFailed
 	}
 	r.states.set(req.NamespacedName, final)
@@ -279,6 +300,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.created.Delete(s.localKey)
 		}
 		r.unmarkedKeys.Delete(req.NamespacedName)
+		if s.fanOut {
+			r.forgetFanOut(req.NamespacedName)
+		}
 	}
 	return result, err
 }
@@ -310,6 +334,12 @@ type scope struct {
 	// goes to the adoption rules in specDown and until then is never written, deleted, or read
 	// for status and secrets.
 	local, unmarked *unstructured.Unstructured
+	// foreign is a fan-out copy of another management object at the mapped name: never this
+	// object's copy, never written or deleted by this pass.
+	foreign *unstructured.Unstructured
+	// fanOut is set when the pass is a fan-out pass (routeFanOut); fanOutFailed when a matching
+	// namespace's copy failed.
+	fanOut, fanOutFailed bool
 
 	state  ObjectState
 	result reconcile.Result
@@ -330,6 +360,7 @@ type phase func(r *Reconciler, ctx context.Context, s *scope) (done bool, err er
 var readPhases = []phase{
 	(*Reconciler).mapToLocal,
 	(*Reconciler).readRemote,
+	(*Reconciler).routeFanOut,
 	(*Reconciler).skipUnmappable,
 	(*Reconciler).readLocal,
 }
@@ -351,8 +382,12 @@ var syncPhases = []phase{
 func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, s *scope) (result reconcile.Result, err error) {
 	log := r.Log.WithValues("remote", s.req.NamespacedName)
 	ctx = logr.NewContext(ctx, log)
-	if done, err := r.run(ctx, s, readPhases); done || err != nil {
+	if done, err := r.run(ctx, s, readPhases); done && !s.fanOut || err != nil {
 		return s.result, err
+	}
+	phases := syncPhases
+	if s.fanOut {
+		phases = fanOutPhases
 	}
 	ctx = logr.NewContext(ctx, log.WithValues("local", s.localKey))
 	ctx, end := r.beginPass(ctx, eventAt, s.req, s.remote, s.local, s.localKey)
@@ -374,7 +409,7 @@ func (r *Reconciler) reconcile(ctx context.Context, eventAt time.Time, s *scope)
 			log.Info("pass", kv...)
 		}
 	}()
-	_, err = r.run(ctx, s, syncPhases)
+	_, err = r.run(ctx, s, phases)
 	return s.result, err
 }
 
@@ -465,6 +500,9 @@ func (r *Reconciler) readLocal(ctx context.Context, s *scope) (bool, error) {
 	}
 	if local != nil && !r.isMarked(local) {
 		s.unmarked, local = local, nil
+	}
+	if local != nil && r.isFanOutCopy(local) {
+		s.foreign, local = local, nil
 	}
 	s.local = local
 	return false, nil
@@ -668,6 +706,11 @@ func (r *Reconciler) copyOfAnother(ctx context.Context, s *scope) bool {
 // generations from (waiting, refused, failed), paused when the object at the mapped name turned
 // out to be an unmarked paused one.
 func (r *Reconciler) specDownPhase(ctx context.Context, s *scope) (done bool, err error) {
+	if s.local == nil && s.foreign != nil {
+		r.collision(ctx, s.remote, s.localKey)
+		s.state, s.result = StatePending, reconcile.Result{RequeueAfter: unmarkedRecheck}
+		return true, nil
+	}
 	s.local, s.result, err = r.specDown(ctx, s.remote, s.localKey, s.local, s.unmarked)
 	if errors.Is(err, errUnmarkedPaused) {
 		s.state = StatePaused

@@ -79,6 +79,9 @@ type Stats struct {
 	Counts        map[ObjectState]int
 	DeletionsHeld int
 	LastSync      time.Time
+	// FanOutMatching, FanOutCurrent and FanOutFailed sum the kind's fan-out objects' counts:
+	// namespaces matching, copies current, namespaces whose copy failed.
+	FanOutMatching, FanOutCurrent, FanOutFailed int
 }
 
 func (t *stateTracker) stats() Stats {

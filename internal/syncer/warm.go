@@ -78,6 +78,13 @@ func (e *Engine) informers(ctx context.Context, remote cluster.Cluster, k *kind)
 		}
 		out = append(out, watched{inf, onSecret})
 	}
+	if k.r.Namespaces != nil && k.r.Resource.FanOutEnabled() {
+		inf, err := synced(ctx, e.namespaces, namespacePrototype())
+		if err != nil {
+			return nil, "the local cluster (namespaces, for fan-out)", err
+		}
+		out = append(out, watched{inf, namespaceHandler{k: k}})
+	}
 	return out, "", nil
 }
 

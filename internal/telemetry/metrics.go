@@ -145,6 +145,15 @@ var (
 		Help: "When the management credential (ServiceAccount token) this replica uses expires, in Unix seconds; 0 when unknown (not a ServiceAccount token). With credential renewal on it moves forward at every renewal.",
 	})
 
+	// FanOutNamespaces counts, per resource kind, the namespaces of the region that fan-out
+	// objects' selectors match, the copies there that are current, and the namespaces where a
+	// copy failed (an unmarked object in the way, a refused write), summed over the kind's
+	// fan-out objects.
+	FanOutNamespaces = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regionsync_fanout_namespaces",
+		Help: "Namespace fan-out by resource kind, summed over its fan-out objects: namespaces matching (state=matching), current copies (state=current), namespaces whose copy failed (state=failed).",
+	}, []string{labelResource, "state"})
+
 	// CredentialRenewals counts management credential renewals by result: renewed (a new token
 	// from management), loaded (a newer token found in the kubeconfig Secret), error.
 	CredentialRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -157,7 +166,7 @@ var (
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{Syncs, SyncDuration, SecretUploads, DeletionsHeld, ManagementConnected,
 		Objects, ShardClaimed, ShardConflict, WriteLag, WriteFights, ManagementIdentityMismatch, KindWarm, PassBacklog, RegionStatusPublished,
-		ManagementCredentialExpiry, CredentialRenewals}
+		ManagementCredentialExpiry, CredentialRenewals, FanOutNamespaces}
 }
 
 func init() {

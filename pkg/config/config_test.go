@@ -165,9 +165,18 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		"concurrency zero": {edit: func(m map[string]any) { res(m, 0)["concurrency"] = -1 }, want: "resources[0].concurrency: Invalid value"},
 		"bad secret name":  {edit: func(m map[string]any) { res(m, 0)["secrets"] = []any{"Token!"} }, want: "resources[0].secrets[0]: Invalid value"},
 		"duplicate secret": {edit: func(m map[string]any) { res(m, 0)["secrets"] = []any{"a", "a"} }, want: "resources[0].secrets[1]: Duplicate value"},
-		"lease <= renew":   {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "5s" }, want: "leaderElection.leaseDuration: Invalid value"},
-		"renew <= retry":   {edit: func(m map[string]any) { sub(m, "leaderElection")["retryPeriod"] = "9s" }, want: "leaderElection.renewDeadline: Invalid value"},
-		"bad duration":     {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "soon" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"fan-out wide without enabled": {edit: func(m map[string]any) {
+			res(m, 0)["fanOut"] = map[string]any{"wideSourceNamespaces": []any{"platform"}}
+		}, want: "resources[0].fanOut.wideSourceNamespaces: Invalid value"},
+		"fan-out wide bad name": {edit: func(m map[string]any) {
+			res(m, 0)["fanOut"] = map[string]any{"enabled": true, "wideSourceNamespaces": []any{"Platform"}}
+		}, want: "resources[0].fanOut.wideSourceNamespaces[0]: Invalid value"},
+		"fan-out wide duplicate": {edit: func(m map[string]any) {
+			res(m, 0)["fanOut"] = map[string]any{"enabled": true, "wideSourceNamespaces": []any{"platform", "platform"}}
+		}, want: "resources[0].fanOut.wideSourceNamespaces[1]: Duplicate value"},
+		"lease <= renew": {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "5s" }, want: "leaderElection.leaseDuration: Invalid value"},
+		"renew <= retry": {edit: func(m map[string]any) { sub(m, "leaderElection")["retryPeriod"] = "9s" }, want: "leaderElection.renewDeadline: Invalid value"},
+		"bad duration":   {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "soon" }, want: "leaderElection.leaseDuration: Invalid value"},
 		"claim lease <= renew": {edit: func(m map[string]any) {
 			sub(m, "management")["claim"] = map[string]any{"leaseDuration": "30s"}
 		}, want: "management.claim.leaseDuration: Invalid value"},

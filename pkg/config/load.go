@@ -463,6 +463,29 @@ func ValidateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
 		if r.Concurrency < 1 || r.Concurrency > 256 {
 			errs = append(errs, field.Invalid(rp.Child("concurrency"), r.Concurrency, "must be between 1 and 256"))
 		}
+		errs = append(errs, validateFanOut(rp.Child("fanOut"), r.FanOut)...)
+	}
+	return errs
+}
+
+// validateFanOut checks a kind's fan-out configuration: wide source namespaces are namespace
+// names, each once, and only where fan-out is enabled.
+func validateFanOut(p *field.Path, f *FanOutConfig) field.ErrorList {
+	if f == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if !f.Enabled && len(f.WideSourceNamespaces) > 0 {
+		errs = append(errs, field.Invalid(p.Child("wideSourceNamespaces"), f.WideSourceNamespaces, "set only with "+p.Child("enabled").String()+": true"))
+	}
+	seen := sets.New[string]()
+	for i, ns := range f.WideSourceNamespaces {
+		np := p.Child("wideSourceNamespaces").Index(i)
+		errs = append(errs, ValidateDNSLabel(np, ns)...)
+		if seen.Has(ns) {
+			errs = append(errs, field.Duplicate(np, ns))
+		}
+		seen.Insert(ns)
 	}
 	return errs
 }

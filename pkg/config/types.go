@@ -183,7 +183,26 @@ type ResourceConfig struct {
 	DeletePropagation metav1.DeletionPropagation `json:"deletePropagation,omitempty"`
 	// Concurrency is the number of parallel reconciles for this kind (default 4).
 	Concurrency int `json:"concurrency,omitempty"`
+	// FanOut lets management objects of this kind ask for namespace fan-out (one copy in every
+	// matching local namespace); nil or disabled: such objects are refused as invalid.
+	FanOut *FanOutConfig `json:"fanOut,omitempty"`
 }
+
+// FanOutConfig configures namespace fan-out for one kind: a management object annotated
+// D/fan-out-namespaces gets one copy in every local namespace that matches the annotation's
+// label selector, inside the shard's namespace scope.
+type FanOutConfig struct {
+	// Enabled lets objects of the kind fan out. The agent then watches the region's namespaces
+	// (list and watch on namespaces in its RBAC).
+	Enabled bool `json:"enabled,omitempty"`
+	// WideSourceNamespaces are management namespaces whose objects may fan out beyond the
+	// shard's namespace scope: into every local namespace but the protected ones (system
+	// namespaces, the agent's own, the excluded ones). Empty: no source fans out wider.
+	WideSourceNamespaces []string `json:"wideSourceNamespaces,omitempty"`
+}
+
+// FanOutEnabled reports whether objects of the kind may fan out.
+func (r ResourceConfig) FanOutEnabled() bool { return r.FanOut != nil && r.FanOut.Enabled }
 
 // LeaderElectionConfig configures the local leader election (durations as in client-go).
 type LeaderElectionConfig struct {

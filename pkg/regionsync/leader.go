@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -147,6 +149,20 @@ func (l *fleetLeader) awaitRegistered(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
+// kubernetesVersion reads the regional API server's version for the Region status, or ""
+// (logged) when it cannot be read: it is information, never a reason to wait.
+func (l *fleetLeader) kubernetesVersion() string {
+	dc, err := discovery.NewDiscoveryClientForConfig(l.mgr.GetConfig())
+	if err == nil {
+		var info *version.Info
+		if info, err = dc.ServerVersion(); err == nil {
+			return health.KubernetesVersion(info)
+		}
+	}
+	l.log.Error(err, "reading the regional API server's version; the Region reports none")
+	return ""
+}
+
 // clusterIDBackoff paces the reads of the local cluster ID.
 var clusterIDBackoff = retry.Every(2 * time.Second)
 
@@ -170,6 +186,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
+	kubeVersion := l.kubernetesVersion()
 	timings := l.cfg.Claim
 	def := l.cfg.Definition()
 	c := &claim.Claimer{
@@ -189,6 +206,7 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 	reporter := &health.Reporter{
 		Client: l.regions, Region: l.cfg.Region,
 		Leader: l.holder, ClusterID: clusterID, AgentVersion: l.version, Shard: def.String(),
+		KubernetesVersion: kubeVersion,
 		Sources: health.Sources{
 			ManagementConnected: l.engine.ManagementConnected,
 			Claim: func() health.Claim {
@@ -198,6 +216,9 @@ func (l *fleetLeader) Start(ctx context.Context) error {
 			Stats:            func() []health.KindStats { return kindStats(l.engine.Stats()) },
 			FirstPassDone:    func() bool { return l.engine.FirstPassDone(ctx) },
 			CredentialExpiry: l.credential.Expiry,
+			ClusterProperties: (&health.PropertyReader{
+				Reader: l.mgr.GetAPIReader(), Every: l.cfg.HeartbeatInterval, Log: l.log.WithName("region"),
+			}).Get,
 		},
 		Refresh: l.cfg.HeartbeatInterval,
 		Log:     l.log.WithName("region"),
@@ -251,6 +272,7 @@ func kindStats(stats []syncer.Stats) []health.KindStats {
 				Synced:   int32(s.Counts[syncer.StateSynced]), Pending: int32(s.Counts[syncer.StatePending]),
 				Failed: int32(s.Counts[syncer.StateFailed]), Paused: int32(s.Counts[syncer.StatePaused]),
 				Invalid: int32(s.Counts[syncer.StateInvalid]), DeletionsHeld: int32(s.DeletionsHeld),
+				FanOutCopies: int32(s.FanOutCurrent), FanOutFailed: int32(s.FanOutFailed),
 			},
 			LastSync: s.LastSync,
 		})

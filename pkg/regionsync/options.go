@@ -193,7 +193,15 @@ type Resource struct {
 	// objects, ServiceAccounts, admission webhooks and policies, CRDs, APIServices,
 	// PriorityClasses, cluster-scoped kinds); New refuses such a kind otherwise.
 	AllowPrivileged bool
+	// FanOut lets management objects of this kind ask for namespace fan-out with the
+	// annotation <domain>/fan-out-namespaces (nil: refused as invalid). Enabling it makes the
+	// agent watch the region's namespaces.
+	FanOut *FanOut
 }
+
+// FanOut configures namespace fan-out for one kind: Enabled, and the management namespaces
+// whose objects may fan out beyond the shard's namespace scope (WideSourceNamespaces).
+type FanOut = config.FanOutConfig
 
 // DeletionBudget bounds the local deletions caused by objects vanishing from management.
 type DeletionBudget struct {
@@ -275,6 +283,7 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) Options
 		o.Resources = append(o.Resources, Resource{
 			Object: u, Secrets: r.Secrets, Strategy: r.Strategy, Adoption: r.Adoption,
 			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,
+			FanOut: r.FanOut,
 		})
 	}
 	return o
@@ -377,6 +386,7 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 			Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
 			Secrets: r.Secrets, Strategy: r.Strategy, Adoption: r.Adoption,
 			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,
+			FanOut: r.FanOut,
 		})
 	}
 	if len(s.Resources) == len(o.Resources) { // indexes match: every kind was named

@@ -42,6 +42,9 @@ type Stats struct {
 	DeletionsHeld int
 	// LastSync is when the kind last wrote anything.
 	LastSync time.Time
+	// FanOutMatching, FanOutCurrent and FanOutFailed sum the kind's namespace fan-out objects'
+	// counts: namespaces matching, copies current, namespaces whose copy failed.
+	FanOutMatching, FanOutCurrent, FanOutFailed int
 }
 
 // ClaimState is the shard claim as this replica sees it.
@@ -152,7 +155,8 @@ func (s *Syncer) Stats() []Stats {
 		for state, n := range st.Counts {
 			counts[string(state)] = n
 		}
-		out[i] = Stats{Resource: st.Resource, Counts: counts, DeletionsHeld: st.DeletionsHeld, LastSync: st.LastSync}
+		out[i] = Stats{Resource: st.Resource, Counts: counts, DeletionsHeld: st.DeletionsHeld, LastSync: st.LastSync,
+			FanOutMatching: st.FanOutMatching, FanOutCurrent: st.FanOutCurrent, FanOutFailed: st.FanOutFailed}
 	}
 	return out
 }
