@@ -46,8 +46,8 @@ func newStatusCommand(o *options) *cobra.Command {
 		Use:   "status",
 		Short: "The fleet in one table: liveness, claim, agent version and object counts per region and kind",
 		Long: "status lists every region that has a Region or a shard Lease on management (one list of each):\n" +
-			"Ready and its reason, LIVE (the shard Lease is held and not expired), the ages of the Region's heartbeat\n" +
-			"and of the Lease's renewal, the leading replica, the agent version (SKEW flags an agent more than one\n" +
+			"Ready and its reason, LIVE (the shard Lease is held and not expired), the ages of the Region's last status\n" +
+			"write and of the Lease's renewal (the heartbeat), the leading replica, the agent version (SKEW flags an agent more than one\n" +
 			"minor version away from the fleet's newest), and per synced kind the objects synced, pending, failed\n" +
 			"and whose deletion is held. Where management serves the hub's Distribution kind, a last line counts\n" +
 			"the Distributions progressing and halted.",
@@ -446,7 +446,7 @@ func until(t *metav1.Time, now time.Time) string {
 // on its first row only), and the Distributions line where the kind is served.
 func renderStatus(w io.Writer, r *statusReport, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	header := []string{"REGION", "READY", "LIVE", "HEARTBEAT", "RENEWED", "LEADER", "VERSION"}
+	header := []string{"REGION", "READY", "LIVE", "REPORTED", "RENEWED", "LEADER", "VERSION"}
 	if r.Distributions != nil {
 		header = append(header, "DISTRIBUTIONS")
 	}

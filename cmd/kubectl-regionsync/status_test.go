@@ -82,7 +82,7 @@ func TestRenderStatus(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	wantRows := [][]string{
-		{"REGION", "READY", "LIVE", "HEARTBEAT", "RENEWED", "LEADER", "VERSION", "DISTRIBUTIONS", "KIND", "SYNCED", "PENDING", "FAILED", "HELD"},
+		{"REGION", "READY", "LIVE", "REPORTED", "RENEWED", "LEADER", "VERSION", "DISTRIBUTIONS", "KIND", "SYNCED", "PENDING", "FAILED", "HELD"},
 		{"gone", "no", "Region", "no", "-", "120m", "-", "-", "-", "-", "-", "-", "-", "-"},
 		{"new", "True", "no", "Lease", "5s", "-", "-", "-", "-", tenantKind, "3", "0", "0", "0"},
 		{"old", "False", "(NotReady)", "no", "Lease", "5s", "-", "-", "v0.3.0", "SKEW", "-", tenantKind, "3", "0", "0", "0"},

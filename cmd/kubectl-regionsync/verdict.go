@@ -472,7 +472,7 @@ func (e *explanation) regionFindings(in explainInput, s *shardRecord, r *regions
 		if c.Status != metav1.ConditionTrue {
 			text += badConditions(r)
 		}
-		e.add(topicRegion, c.Status == metav1.ConditionTrue, fmt.Sprintf("%s; heartbeat %s ago", text, since(in.Now, timeOf(r.Status.HeartbeatTime))))
+		e.add(topicRegion, c.Status == metav1.ConditionTrue, fmt.Sprintf("%s; status reported %s ago", text, since(in.Now, timeOf(r.Status.HeartbeatTime))))
 	}
 }
 
