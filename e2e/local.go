@@ -115,7 +115,8 @@ func StartLocal(ctx context.Context, agentBinary, hubBinary, dir, deployDir stri
 	return f, nil
 }
 
-// deployHub applies deploy/kustomize/hub on management and runs HubReplicas hub processes with
+// deployHub applies the hub (RenderHub: the ClusterProfile CRD and
+// deploy/kustomize/hub-clusterprofiles) on management and runs HubReplicas hub processes with
 // the overlay's configuration (local ports, HubLivenessGrace). They authenticate as the hub's
 // ServiceAccount with a token of it (TokenRequest, what the kubelet projects into the pod), not
 // as the admin impersonating it: the hub itself impersonates each Distribution's
@@ -128,6 +129,9 @@ func (f *LocalFleet) deployHub(ctx context.Context, deployDir string) error {
 	}
 	if err := Apply(ctx, f.mgmt.Client, objs); err != nil {
 		return fmt.Errorf("hub overlay: %w", err)
+	}
+	if err := waitEstablished(ctx, f.mgmt.Client, objs); err != nil {
+		return err
 	}
 	cs, err := kubernetes.NewForConfig(f.mgmt.Config)
 	if err != nil {
