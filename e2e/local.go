@@ -78,7 +78,7 @@ type localAgent struct {
 }
 
 // StartLocal starts management and the given regions, deploys every region from deployDir, and
-// the hub (deploy/kustomize/hub) on management.
+// the hub (deploy/kustomize/hub-clusterprofiles) on management.
 func StartLocal(ctx context.Context, agentBinary, hubBinary, dir, deployDir string, regions []string, log func(string, ...any)) (*LocalFleet, error) {
 	f := &LocalFleet{AgentBinary: agentBinary, HubBinary: hubBinary, Dir: dir, Log: log, regions: map[string]*localRegion{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
