@@ -41,13 +41,16 @@ type params struct {
 	// BENCH_ROLLOUT_REGIONS: simulated regions of the rollout figure (default 20: a first wave of 1 is 5 %)
 	RolloutRegions int
 	RolloutSoak    time.Duration // BENCH_ROLLOUT_SOAK: the rollout figure's soak per wave (default 10s)
+	ExplainRegions int           // BENCH_EXPLAIN_REGIONS: Regions created for the explain figure (default 1000)
+	ExplainObjects int           // BENCH_EXPLAIN_OBJECTS: Tenants on management in the explain figure (default 10000)
 	Out            string        // BENCH_OUT: also append the table to this file
 }
 
 func loadParams(t *testing.T) params {
 	p := params{Sizes: []int{1000}, Rates: []int{20, 100}, Churn: 30 * time.Second, Grace: 10 * time.Second, Rest: 30 * time.Second,
 		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 60 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT"),
-		FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second}
+		FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second,
+		ExplainRegions: 1000, ExplainObjects: 10000}
 	ints := func(name string, dst *[]int) {
 		if v := os.Getenv(name); v != "" {
 			*dst = nil
@@ -89,6 +92,11 @@ func loadParams(t *testing.T) params {
 	dur("BENCH_IDLE_WINDOW", &p.IdleWindow)
 	dur("BENCH_ROLLOUT_SOAK", &p.RolloutSoak)
 	one("BENCH_ROLLOUT_REGIONS", &p.RolloutRegions)
+	one("BENCH_EXPLAIN_REGIONS", &p.ExplainRegions)
+	one("BENCH_EXPLAIN_OBJECTS", &p.ExplainObjects)
+	if p.ExplainRegions == 0 {
+		t.Fatal("BENCH_EXPLAIN_REGIONS must be positive")
+	}
 	if p.RolloutRegions == 0 {
 		t.Fatal("BENCH_ROLLOUT_REGIONS must be positive")
 	}

@@ -34,11 +34,7 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// The explain figure's management: explainRegions Regions with their shard Leases besides the
-// suite's, and at least explainObjects Tenants in all.
 const (
-	explainRegions = 1000
-	explainObjects = 10000
 	// explainLabel marks what the figure creates, so that it is removed afterwards.
 	explainLabel = "bench.regionsync.dev/explain"
 	// explainAnswers is how many objects explain is timed on: half of the synced set, half of the
@@ -49,13 +45,14 @@ const (
 func explainRegionName(i int) string { return fmt.Sprintf("xr-%04d", i) }
 
 // explain times the kubectl plugin as users run it (the built binary kubectl-regionsync, a
-// process per answer, a fresh discovery cache each time) on management with explainRegions more
+// process per answer, a fresh discovery cache each time) on management with p.ExplainRegions more
 // Regions and shard Leases (Ready, live, as agents would have written them) and enough Tenants
-// labelled for them to make explainObjects in all: explain on objects of the synced set and on
+// labelled for them to make p.ExplainObjects in all: explain on objects of the synced set and on
 // created ones, then status and doctor once. Its requests are counted by a proxy in front of
 // management that the plugin's kubeconfig points at. Everything the figure created is deleted.
 func (b *suite) explain() {
 	ctx, e := b.ctx, b.e
+	explainRegions, explainObjects := b.p.ExplainRegions, b.p.ExplainObjects
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		b.t.Fatal(err)
@@ -177,8 +174,8 @@ func (b *suite) explain() {
 		if err == nil && cmd == "status" && code != 0 {
 			err = fmt.Errorf("exit code %d", code)
 		}
-		if err == nil && !strings.Contains(out, explainRegionName(explainRegions-1)) && cmd == "status" {
-			err = fmt.Errorf("region %s missing from the table", explainRegionName(explainRegions-1))
+		if last := explainRegionName(explainRegions - 1); err == nil && cmd == "status" && !strings.Contains(out, last) {
+			err = fmt.Errorf("region %s missing from the table", last)
 		}
 		if err != nil {
 			b.errorf("%s: %v", cmd, err)
