@@ -181,7 +181,11 @@ func (b *suite) explain() {
 			b.errorf("%s: %v", cmd, err)
 			continue
 		}
-		b.r.note("explain: kubectl regionsync %s on the same management: %s, %d requests, exit code %d, %d lines of output", cmd, ms(took), reqs, code, strings.Count(out, "\n"))
+		said := fmt.Sprintf("%d lines of output", strings.Count(out, "\n"))
+		if cmd == "doctor" { // what it found, in its own words
+			said = strings.Join(strings.Fields(testenv.Tail(out, 600)), " ")
+		}
+		b.r.note("explain: kubectl regionsync %s on the same management: %s, %d requests, exit code %d: %s", cmd, ms(took), reqs, code, said)
 	}
 	b.r.note("explain: each answer is a process of the built plugin with a fresh discovery cache (its discovery requests included), through a counting proxy on the same machine; verdicts checked (Synced on the synced set, NotClaimed on the created objects)")
 }
