@@ -26,7 +26,7 @@ import (
 // params are the suite's knobs, from BENCH_* environment variables (defaults: a quick run).
 type params struct {
 	Sizes        []int           // BENCH_SIZES: initial-sync sizes; the last is the synced set of every later figure (default 1000)
-	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,fanout,rollout,idle,fleet or "all" (initial sync always runs)
+	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,fanout,rollout,idle,fleet,explain or "all" (initial sync always runs)
 	Rates        []int           // BENCH_RATES: changes/s of the latency figures (default 20,100)
 	Churn        time.Duration   // BENCH_CHURN: how long each latency churn lasts (default 30s)
 	Grace        time.Duration   // BENCH_GRACE: how long after a churn a change may still arrive (default 10s)
@@ -41,13 +41,16 @@ type params struct {
 	// BENCH_ROLLOUT_REGIONS: simulated regions of the rollout figure (default 20: a first wave of 1 is 5 %)
 	RolloutRegions int
 	RolloutSoak    time.Duration // BENCH_ROLLOUT_SOAK: the rollout figure's soak per wave (default 10s)
+	ExplainRegions int           // BENCH_EXPLAIN_REGIONS: Regions created for the explain figure (default 1000)
+	ExplainObjects int           // BENCH_EXPLAIN_OBJECTS: Tenants on management in the explain figure (default 10000)
 	Out            string        // BENCH_OUT: also append the table to this file
 }
 
 func loadParams(t *testing.T) params {
 	p := params{Sizes: []int{1000}, Rates: []int{20, 100}, Churn: 30 * time.Second, Grace: 10 * time.Second, Rest: 30 * time.Second,
 		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 60 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT"),
-		FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second}
+		FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second,
+		ExplainRegions: 1000, ExplainObjects: 10000}
 	ints := func(name string, dst *[]int) {
 		if v := os.Getenv(name); v != "" {
 			*dst = nil
@@ -89,6 +92,11 @@ func loadParams(t *testing.T) params {
 	dur("BENCH_IDLE_WINDOW", &p.IdleWindow)
 	dur("BENCH_ROLLOUT_SOAK", &p.RolloutSoak)
 	one("BENCH_ROLLOUT_REGIONS", &p.RolloutRegions)
+	one("BENCH_EXPLAIN_REGIONS", &p.ExplainRegions)
+	one("BENCH_EXPLAIN_OBJECTS", &p.ExplainObjects)
+	if p.ExplainRegions == 0 {
+		t.Fatal("BENCH_EXPLAIN_REGIONS must be positive")
+	}
 	if p.RolloutRegions == 0 {
 		t.Fatal("BENCH_ROLLOUT_REGIONS must be positive")
 	}
@@ -99,7 +107,7 @@ func loadParams(t *testing.T) params {
 	if p.PerNamespace == 0 {
 		t.Fatal("BENCH_PER_NAMESPACE must be positive")
 	}
-	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "fanout", "rollout", "idle", "fleet"}
+	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "fanout", "rollout", "idle", "fleet", "explain"}
 	p.Figures = map[string]bool{}
 	figs := os.Getenv("BENCH_FIGURES")
 	if figs == "" || figs == "all" {
@@ -246,7 +254,7 @@ func TestBench(t *testing.T) {
 	}{
 		{"heap", b.heap}, {"rest", b.atRest}, {"writes", b.writesPerChange}, {"latency", b.latency},
 		{"other", b.otherRegions}, {"failover", b.failover}, {"fanout", b.fanOut}, {"rollout", b.rollout}, {"idle", b.idle},
-		{"fleet", b.fleet},
+		{"fleet", b.fleet}, {"explain", b.explain}, // explain last: its 1,000 Regions would weigh on the others
 	}
 	for _, s := range steps {
 		if p.Figures[s.name] {

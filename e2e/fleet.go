@@ -6,7 +6,8 @@
 // processes, the agent binary as 2 processes per region, every identity enforced by
 // impersonation; runs everywhere, CI included) and kind (clusters from sigs.k8s.io/kind, the image
 // built and loaded; needs Docker: make test-e2e-kind). Both run the hub on management from
-// deploy/kustomize/hub (2 replicas, its own ServiceAccount) for the Distribution scenario.
+// deploy/kustomize/hub-clusterprofiles (2 replicas, its own ServiceAccount, one ClusterProfile per
+// Region) for the Distribution and ClusterProfile scenarios.
 package e2e
 
 import (
@@ -54,7 +55,7 @@ type Fleet interface {
 	// ManagementAs is a client on management acting as user (with groups), for RBAC and the
 	// admission policies to judge as they would that user's own requests.
 	ManagementAs(user string, groups ...string) (client.Client, error)
-	// HubLogs returns the logs of every hub replica (deploy/kustomize/hub on management).
+	// HubLogs returns the logs of every hub replica (deploy/kustomize/hub-clusterprofiles on management).
 	HubLogs() (string, error)
 }
 
@@ -154,13 +155,20 @@ const (
 // silent within seconds, so the scenario waits on the hub, not on a sleep.
 const HubLivenessGrace = 2 * time.Second
 
-// RenderHub renders deploy/kustomize/hub and returns its objects with the configuration in its
-// ConfigMap changed for the e2e (HubLivenessGrace), and that configuration.
+// RenderHub renders the hub as the e2e deploys it, publishing ClusterProfiles: the ClusterProfile
+// CRD (deploy/crds/clusterinventory) and deploy/kustomize/hub-clusterprofiles (deploy/kustomize/hub
+// with the clusterprofiles component), and returns their objects with the configuration in the
+// hub's ConfigMap changed for the e2e (HubLivenessGrace), and that configuration.
 func RenderHub(deployDir string) ([]*unstructured.Unstructured, *hub.Config, error) {
-	objs, err := deploy.Render(filepath.Join(deployDir, "kustomize", "hub"))
+	crds, err := deploy.Render(filepath.Join(deployDir, "crds", "clusterinventory"))
 	if err != nil {
 		return nil, nil, err
 	}
+	objs, err := deploy.Render(filepath.Join(deployDir, "kustomize", "hub-clusterprofiles"))
+	if err != nil {
+		return nil, nil, err
+	}
+	objs = append(crds, objs...)
 	for _, o := range objs {
 		// The generator appends a content hash to the name.
 		if o.GetKind() != "ConfigMap" || !strings.HasPrefix(o.GetName(), hubConfigMap) {
@@ -181,5 +189,5 @@ func RenderHub(deployDir string) ([]*unstructured.Unstructured, *hub.Config, err
 		}
 		return objs, cfg, nil
 	}
-	return nil, nil, fmt.Errorf("no ConfigMap %s in deploy/kustomize/hub", hubConfigMap)
+	return nil, nil, fmt.Errorf("no ConfigMap %s in deploy/kustomize/hub-clusterprofiles", hubConfigMap)
 }

@@ -40,7 +40,7 @@ import (
 )
 
 // hubOverlay is the hub's overlay under deploy/.
-const hubOverlay = "kustomize/hub"
+const hubOverlay = "kustomize/hub-clusterprofiles"
 
 // KindPrefix starts the name of every kind cluster the provider creates.
 const KindPrefix = "regionsync-"

@@ -67,7 +67,7 @@ func TestKindPlan(t *testing.T) {
 	}
 	// The hub runs on management from the image under test, after the base (its CRDs and
 	// namespace) is there.
-	hubLoad, hubApply := index("regionsync-management", "load-image", ""), index("regionsync-management", "apply", "kustomize/hub")
+	hubLoad, hubApply := index("regionsync-management", "load-image", ""), index("regionsync-management", "apply", hubOverlay)
 	if hubLoad < 0 || hubApply < 0 || hubLoad > hubApply || hubApply < mgmtBase {
 		t.Errorf("management: base %d, image load %d, hub overlay %d", mgmtBase, hubLoad, hubApply)
 	}
@@ -149,8 +149,9 @@ func TestKindPlanOptions(t *testing.T) {
 	}
 }
 
-// The hub overlay both providers deploy: the shipped configuration with the e2e's liveness grace
-// and nothing else changed.
+// The hub overlay both providers deploy: the ClusterProfile CRD and the shipped
+// hub-clusterprofiles overlay, its configuration with the e2e's liveness grace and nothing else
+// changed.
 func TestRenderHub(t *testing.T) {
 	deployDir, err := RepoDeployDir()
 	if err != nil {
@@ -163,9 +164,17 @@ func TestRenderHub(t *testing.T) {
 	if cfg.Liveness.Grace.Duration != HubLivenessGrace {
 		t.Errorf("liveness grace %s, want %s", cfg.Liveness.Grace.Duration, HubLivenessGrace)
 	}
-	shipped, err := deploy.Render(filepath.Join(deployDir, "kustomize", "hub"))
+	crds, err := deploy.Render(filepath.Join(deployDir, "crds", "clusterinventory"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	shipped, err := deploy.Render(filepath.Join(deployDir, "kustomize", "hub-clusterprofiles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped = append(crds, shipped...)
+	if cfg.ClusterProfiles.Namespace == "" {
+		t.Error("the e2e's hub publishes no ClusterProfiles (clusterProfiles.namespace unset)")
 	}
 	if len(objs) != len(shipped) {
 		t.Fatalf("%d objects rendered, the overlay has %d", len(objs), len(shipped))

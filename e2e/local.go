@@ -78,7 +78,7 @@ type localAgent struct {
 }
 
 // StartLocal starts management and the given regions, deploys every region from deployDir, and
-// the hub (deploy/kustomize/hub) on management.
+// the hub (deploy/kustomize/hub-clusterprofiles) on management.
 func StartLocal(ctx context.Context, agentBinary, hubBinary, dir, deployDir string, regions []string, log func(string, ...any)) (*LocalFleet, error) {
 	f := &LocalFleet{AgentBinary: agentBinary, HubBinary: hubBinary, Dir: dir, Log: log, regions: map[string]*localRegion{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -115,7 +115,8 @@ func StartLocal(ctx context.Context, agentBinary, hubBinary, dir, deployDir stri
 	return f, nil
 }
 
-// deployHub applies deploy/kustomize/hub on management and runs HubReplicas hub processes with
+// deployHub applies the hub (RenderHub: the ClusterProfile CRD and
+// deploy/kustomize/hub-clusterprofiles) on management and runs HubReplicas hub processes with
 // the overlay's configuration (local ports, HubLivenessGrace). They authenticate as the hub's
 // ServiceAccount with a token of it (TokenRequest, what the kubelet projects into the pod), not
 // as the admin impersonating it: the hub itself impersonates each Distribution's
@@ -128,6 +129,9 @@ func (f *LocalFleet) deployHub(ctx context.Context, deployDir string) error {
 	}
 	if err := Apply(ctx, f.mgmt.Client, objs); err != nil {
 		return fmt.Errorf("hub overlay: %w", err)
+	}
+	if err := waitEstablished(ctx, f.mgmt.Client, objs); err != nil {
+		return err
 	}
 	cs, err := kubernetes.NewForConfig(f.mgmt.Config)
 	if err != nil {

@@ -60,6 +60,7 @@ func TestLocal(t *testing.T) {
 	t.Logf("fleet deployed in %s", time.Since(start).Round(100*time.Millisecond))
 	RunScenarios(t, f, deployCopy)
 	RunDistributionScenario(t, f)
+	RunClusterProfileScenario(t, f)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Run("the regions' requests run under the management overlay's FlowSchema", func(t *testing.T) { flowSchemaInUse(t, f.mgmt.Config) })
 	t.Logf("local e2e took %s", time.Since(start).Round(100*time.Millisecond))
