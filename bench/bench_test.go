@@ -26,7 +26,7 @@ import (
 // params are the suite's knobs, from BENCH_* environment variables (defaults: a quick run).
 type params struct {
 	Sizes        []int           // BENCH_SIZES: initial-sync sizes; the last is the synced set of every later figure (default 1000)
-	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,idle,fanout or "all" (initial sync always runs)
+	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,fanout,rollout,idle,fleet or "all" (initial sync always runs)
 	Rates        []int           // BENCH_RATES: changes/s of the latency figures (default 20,100)
 	Churn        time.Duration   // BENCH_CHURN: how long each latency churn lasts (default 30s)
 	Grace        time.Duration   // BENCH_GRACE: how long after a churn a change may still arrive (default 10s)
@@ -36,12 +36,18 @@ type params struct {
 	Idle         int             // BENCH_IDLE_REGIONS: idle regions (default 50)
 	IdleWindow   time.Duration   // BENCH_IDLE_WINDOW: the idle-cost window (default 60s)
 	PerNamespace int             // BENCH_PER_NAMESPACE: objects per namespace (default 100)
-	Out          string          // BENCH_OUT: also append the table to this file
+	FleetRegions []int           // BENCH_FLEET_REGIONS: simulated fleet sizes (default 50,500); the largest restarts at once
+	FleetObjects int             // BENCH_FLEET_OBJECTS: Tenants per idle or simulated region (default 2)
+	// BENCH_ROLLOUT_REGIONS: simulated regions of the rollout figure (default 20: a first wave of 1 is 5 %)
+	RolloutRegions int
+	RolloutSoak    time.Duration // BENCH_ROLLOUT_SOAK: the rollout figure's soak per wave (default 10s)
+	Out            string        // BENCH_OUT: also append the table to this file
 }
 
 func loadParams(t *testing.T) params {
 	p := params{Sizes: []int{1000}, Rates: []int{20, 100}, Churn: 30 * time.Second, Grace: 10 * time.Second, Rest: 30 * time.Second,
-		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 60 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT")}
+		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 60 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT"),
+		FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second}
 	ints := func(name string, dst *[]int) {
 		if v := os.Getenv(name); v != "" {
 			*dst = nil
@@ -74,11 +80,18 @@ func loadParams(t *testing.T) params {
 	}
 	ints("BENCH_SIZES", &p.Sizes)
 	ints("BENCH_RATES", &p.Rates)
+	ints("BENCH_FLEET_REGIONS", &p.FleetRegions)
+	one("BENCH_FLEET_OBJECTS", &p.FleetObjects)
 	dur("BENCH_CHURN", &p.Churn)
 	dur("BENCH_GRACE", &p.Grace)
 	dur("BENCH_REST", &p.Rest)
 	dur("BENCH_WRITES_WINDOW", &p.WritesWindow)
 	dur("BENCH_IDLE_WINDOW", &p.IdleWindow)
+	dur("BENCH_ROLLOUT_SOAK", &p.RolloutSoak)
+	one("BENCH_ROLLOUT_REGIONS", &p.RolloutRegions)
+	if p.RolloutRegions == 0 {
+		t.Fatal("BENCH_ROLLOUT_REGIONS must be positive")
+	}
 	p.Other = 3 * p.Sizes[len(p.Sizes)-1]
 	one("BENCH_OTHER", &p.Other)
 	one("BENCH_IDLE_REGIONS", &p.Idle)
@@ -86,7 +99,7 @@ func loadParams(t *testing.T) params {
 	if p.PerNamespace == 0 {
 		t.Fatal("BENCH_PER_NAMESPACE must be positive")
 	}
-	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "idle", "fanout"}
+	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "fanout", "rollout", "idle", "fleet"}
 	p.Figures = map[string]bool{}
 	figs := os.Getenv("BENCH_FIGURES")
 	if figs == "" || figs == "all" {
@@ -216,7 +229,7 @@ func TestBench(t *testing.T) {
 	<-readyL
 
 	b := &suite{t: t, p: p, e: e, tr: tr, mgmtAdmin: mgmtAdmin, localAdmin: localAdmin, plainMgmt: plainMgmt, plainLocal: plainLocal,
-		mgmtM: mgmtM, localM: localM, r: &report{}, ctx: ctx, dir: dir}
+		mgmtM: mgmtM, localM: localM, r: &report{}, ctx: ctx, dir: dir, realIdle: map[int]idleCost{}}
 	b.concurrency = config.DefaultConcurrency
 	if c := e.mainConfig.Resources[0].Concurrency; c > 0 {
 		b.concurrency = c
@@ -232,7 +245,8 @@ func TestBench(t *testing.T) {
 		fn   func()
 	}{
 		{"heap", b.heap}, {"rest", b.atRest}, {"writes", b.writesPerChange}, {"latency", b.latency},
-		{"other", b.otherRegions}, {"failover", b.failover}, {"fanout", b.fanOut}, {"idle", b.idle},
+		{"other", b.otherRegions}, {"failover", b.failover}, {"fanout", b.fanOut}, {"rollout", b.rollout}, {"idle", b.idle},
+		{"fleet", b.fleet},
 	}
 	for _, s := range steps {
 		if p.Figures[s.name] {
@@ -291,6 +305,8 @@ type suite struct {
 	region                string
 	heapSynced            uint64
 	cfgPath               string
+	// realIdle is the idle cost per region measured with agent processes, by region count.
+	realIdle map[int]idleCost
 }
 
 // errorf records a failure of a figure (the table is still printed).

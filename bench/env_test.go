@@ -193,6 +193,13 @@ func unlimited(c *testenv.Cluster) (client.WithWatch, error) {
 // (every occurrence of the base region's name replaced) and returns its agent configuration: the
 // main region's shipped configuration with the region's name, suffix and selector.
 func (e *env) deriveRegion(ctx context.Context, name string) (*config.AgentConfig, error) {
+	return e.deriveRegionWith(ctx, name, "")
+}
+
+// deriveRegionWith is deriveRegion with shard.localNamespaceSuffix set, in the Region's
+// registered shard and in the agent configuration alike (regions sharing one regional API server
+// keep the copies of one management object apart with it).
+func (e *env) deriveRegionWith(ctx context.Context, name, localNamespaceSuffix string) (*config.AgentConfig, error) {
 	var objs []*unstructured.Unstructured
 	for _, o := range e.baseMgmtObjects {
 		data, err := json.Marshal(o.Object)
@@ -203,6 +210,11 @@ func (e *env) deriveRegion(ctx context.Context, name string) (*config.AgentConfi
 		if err := u.UnmarshalJSON([]byte(strings.ReplaceAll(string(data), e.baseRegion, name))); err != nil {
 			return nil, err
 		}
+		if u.GetKind() == "Region" && localNamespaceSuffix != "" {
+			if err := unstructured.SetNestedField(u.Object, localNamespaceSuffix, "spec", "shard", "localNamespaceSuffix"); err != nil {
+				return nil, err
+			}
+		}
 		objs = append(objs, u)
 	}
 	if err := apply(ctx, e.mgmt.Client, objs); err != nil {
@@ -212,7 +224,12 @@ func (e *env) deriveRegion(ctx context.Context, name string) (*config.AgentConfi
 	if err != nil {
 		return nil, err
 	}
-	return config.Parse([]byte(strings.ReplaceAll(string(data), e.mainRegion, name)))
+	cfg, err := config.Parse([]byte(strings.ReplaceAll(string(data), e.mainRegion, name)))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Shard.LocalNamespaceSuffix = localNamespaceSuffix
+	return cfg, config.Validate(cfg)
 }
 
 // writeAgentConfig writes the file a Deployment would mount: cfg with the management kubeconfig

@@ -312,18 +312,26 @@ func secsOK(d time.Duration, ok bool) string {
 
 // idle: management's cost of idle regions. The main region's agents are stopped; management's
 // requests are counted over a window with no agent, then with p.Idle regions, each one agent
-// process with the shipped configuration (its own region name, identity and registration, no
-// objects), all sharing one regional API server.
+// process with the shipped configuration (its own region name, identity and registration,
+// BENCH_FLEET_OBJECTS synced Tenants), all sharing one regional API server.
 func (b *suite) idle() {
 	for _, a := range b.agents {
 		a.stop(syscall.SIGTERM)
 	}
-	background, err := b.mgmtWindow(b.p.IdleWindow)
+	background, err := b.mgmtWindow(b.idleWindow())
 	if err != nil {
 		b.errorf("idle: %v", err)
 		return
 	}
 	var agents []*agentProc
+	var names []string
+	for i := range b.p.Idle {
+		names = append(names, fmt.Sprintf("idle-%02d", i))
+	}
+	if err := b.createRegionObjects(names, b.p.FleetObjects); err != nil {
+		b.errorf("idle: %v", err)
+		return
+	}
 	for i := range b.p.Idle {
 		name := fmt.Sprintf("idle-%02d", i)
 		cfg, err := b.e.deriveRegion(b.ctx, name)
@@ -358,22 +366,17 @@ func (b *suite) idle() {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(15 * time.Second) // start-up writes (Region status, Lease registration) are over
-	busy, err := b.mgmtWindow(b.p.IdleWindow)
+	time.Sleep(b.settle()) // start-up writes (Region status, Lease registration, the first renewal) are over
+	busy, err := b.mgmtWindow(b.idleWindow())
 	if err != nil {
 		b.errorf("idle: %v", err)
 		return
 	}
-	k := float64(len(agents))
-	per := func(d delta, match func(reqKey) bool) float64 { return d.count(match) / d.seconds }
-	all := func(reqKey) bool { return true }
-	reqs := (per(busy, all) - per(background, all)) / k
-	writes := (per(busy, isWrite) - per(background, isWrite)) / k
-	cpu := (busy.cpu/busy.seconds - background.cpu/background.seconds) / k
-	b.r.add(fmt.Sprintf("management cost per idle region, %d regions (requests/s; writes/s; API server CPU)", len(agents)),
-		fmt.Sprintf("%.3f; %.3f; %.2f ms/s", reqs, writes, cpu*1000), fmt.Sprintf("no agent: %.2f req/s, %.2f writes/s, %.0f ms/s CPU", per(background, all), per(background, isWrite), background.cpu/background.seconds*1000),
-		"-", "writes ≤ 0.2/s", verdict(writes <= 0.2))
+	cost := newIdleCost(len(agents), background, busy)
+	b.realIdle[len(agents)] = cost
+	b.r.add(idleCostFigure(len(agents), "agent processes"), cost.text(), cost.baselineText(), "-", "writes ≤ 0.05/s", verdict(cost.writes <= 0.05))
 	b.r.note("idle regions: management writes with %d idle regions: %s over %.0f s", len(agents), busy.writesSummary(), busy.seconds)
+	b.r.note("idle regions: management's other requests with %d idle regions: %s over %.0f s", len(agents), busy.readsSummary(), busy.seconds)
 	if h, err := liveHeap(b.ctx, agents[0].pprof); err == nil {
 		b.r.note("an idle agent's live heap after GC: %.1f MB; RSS %.0f MB", float64(h)/(1<<20), float64(rss(agents[0].proc.Cmd.Process.Pid))/(1<<20))
 		if b.heapSynced > h && len(b.pairs) > 0 {

@@ -43,6 +43,9 @@ type scrape struct {
 	// codes sums apiserver_request_total by response code, over every request.
 	codes map[string]float64
 	cpu   float64 // process_cpu_seconds_total of the API server
+	// rss and heap are the API server's resident memory and Go heap in use (bytes); db is the
+	// size of its etcd database as the API server reports it (apiserver_storage_size_bytes).
+	rss, heap, db float64
 }
 
 // requestsSince summarises the requests an API server answered between two scrapes: all of
@@ -91,6 +94,14 @@ func (m *apiMetrics) read(ctx context.Context) (scrape, error) {
 			s.codes[labels["code"]] += value
 		case strings.HasPrefix(line, "process_cpu_seconds_total "):
 			s.cpu, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "process_cpu_seconds_total ")), 64)
+		case strings.HasPrefix(line, "process_resident_memory_bytes "):
+			s.rss, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "process_resident_memory_bytes ")), 64)
+		case strings.HasPrefix(line, "go_memstats_heap_inuse_bytes "):
+			s.heap, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "go_memstats_heap_inuse_bytes ")), 64)
+		case strings.HasPrefix(line, "apiserver_storage_size_bytes{"):
+			if _, v, ok := parseSample(line); ok {
+				s.db += v
+			}
 		}
 	}
 	return s, sc.Err()
@@ -138,10 +149,12 @@ type delta struct {
 	seconds  float64
 	requests map[reqKey]float64
 	cpu      float64
+	// end is the later scrape (its memory and database size).
+	end scrape
 }
 
 func diff(a, b scrape) delta {
-	d := delta{seconds: b.at.Sub(a.at).Seconds(), requests: map[reqKey]float64{}, cpu: b.cpu - a.cpu}
+	d := delta{seconds: b.at.Sub(a.at).Seconds(), requests: map[reqKey]float64{}, cpu: b.cpu - a.cpu, end: b}
 	for k, v := range b.requests {
 		if n := v - a.requests[k]; n > 0 {
 			d.requests[k] = n

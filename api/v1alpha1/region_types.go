@@ -200,8 +200,10 @@ type RegionStatus struct {
 	// comes near means renewal fails. Empty when unknown (not a ServiceAccount token).
 	// +optional
 	CredentialExpiryTime *metav1.Time `json:"credentialExpiryTime,omitempty"`
-	// HeartbeatTime is refreshed by the leader at least every minute; its age is how long the
-	// region has been silent (the shard Lease's renewTime is the finer-grained heartbeat).
+	// HeartbeatTime is when the leader last wrote this status. The status is written when it
+	// changes (and, only with the agent's telemetry.heartbeatInterval set, that often besides),
+	// so an old time on an idle region is normal: the region's heartbeat is its shard Lease's
+	// renewTime (Lease region-<name> in the management namespace), which the hub judges.
 	// +optional
 	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`
 }
@@ -215,7 +217,7 @@ type RegionStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`
-// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.heartbeatTime`
+// +kubebuilder:printcolumn:name="Reported",type=date,JSONPath=`.status.heartbeatTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Region struct {
 	metav1.TypeMeta   `json:",inline"`

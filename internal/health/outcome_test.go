@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
@@ -50,7 +51,7 @@ func TestReporterOutcome(t *testing.T) {
 		}
 		lines = append(lines, kind+" "+args)
 	}, funcr.Options{Verbosity: 0})
-	r := &Reporter{Region: "us", Refresh: 30 * time.Second, Log: log}
+	r := &Reporter{Region: "us", Recheck: 30 * time.Second, Log: log}
 	now := time.Now()
 	for i, s := range steps {
 		before := len(lines)
@@ -72,8 +73,8 @@ func TestReporterOutcome(t *testing.T) {
 		if v := m.GetGauge().GetValue(); v != s.published {
 			t.Errorf("step %d: regionsync_region_status_published %v, want %v", i, v, s.published)
 		}
-		if s.err == noKind && !r.notBefore.Equal(now.Add(r.Refresh)) {
-			t.Errorf("step %d: the missing kind is looked for again at %v, want one heartbeat interval later", i, r.notBefore)
+		if s.err == noKind && !r.notBefore.Equal(now.Add(r.Recheck)) {
+			t.Errorf("step %d: the missing kind is looked for again at %v, want one Recheck later", i, r.notBefore)
 		}
 	}
 }
@@ -83,3 +84,77 @@ type netOpError struct{ error }
 
 func (netOpError) Timeout() bool   { return false }
 func (netOpError) Temporary() bool { return false }
+
+// TestBeatDue: by default (Refresh 0) an unchanged status is never rewritten for its heartbeat
+// (the shard Lease's renewal is the heartbeat); with Refresh set, once the heartbeat is that old.
+func TestBeatDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for name, tc := range map[string]struct {
+		refresh time.Duration
+		age     time.Duration
+		want    bool
+	}{
+		"default, fresh":          {0, time.Second, false},
+		"default, an hour old":    {0, time.Hour, false},
+		"default, a year old":     {0, 365 * 24 * time.Hour, false},
+		"30s, younger":            {30 * time.Second, 29 * time.Second, false},
+		"30s, exactly that old":   {30 * time.Second, 30 * time.Second, true},
+		"30s, older":              {30 * time.Second, time.Minute, true},
+		"1s, from the future (0)": {time.Second, -time.Second, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Reporter{Refresh: tc.refresh}
+			if got := r.beatDue(now.Add(-tc.age), now); got != tc.want {
+				t.Errorf("beatDue(refresh %s, age %s) = %v, want %v", tc.refresh, tc.age, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAwaitingFirstPass: the first report waits for the first pass while the claim syncs or is
+// being taken, within the grace; a refused claim, a finished pass or the grace's end report.
+func TestAwaitingFirstPass(t *testing.T) {
+	begun := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	syncing := Claim{Syncing: true, Reason: regionsyncv1alpha1.ReasonClaimed}
+	waiting := Claim{Reason: regionsyncv1alpha1.ReasonWaiting}
+	overlap := Claim{Reason: regionsyncv1alpha1.ReasonShardOverlap}
+	for name, tc := range map[string]struct {
+		claim    Claim
+		done     bool
+		noSource bool
+		after    time.Duration
+		want     bool
+	}{
+		"syncing, pass not done":         {claim: syncing, after: time.Second, want: true},
+		"claim being taken":              {claim: waiting, after: time.Second, want: true},
+		"pass done":                      {claim: syncing, done: true, after: time.Second, want: false},
+		"grace over":                     {claim: syncing, after: 30 * time.Second, want: false},
+		"refused claim reported at once": {claim: overlap, after: time.Second, want: false},
+		"no first-pass source":           {claim: syncing, noSource: true, after: time.Second, want: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Reporter{FirstPassGrace: 30 * time.Second, begun: begun, Sources: Sources{
+				Claim:         func() Claim { return tc.claim },
+				FirstPassDone: func() bool { return tc.done },
+			}}
+			if tc.noSource {
+				r.Sources.FirstPassDone = nil
+			}
+			if got := r.awaitingFirstPass(begun.Add(tc.after)); got != tc.want {
+				t.Errorf("awaitingFirstPass = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Once the pass was seen done, later reports never wait again in this claim period.
+	done := true
+	r := &Reporter{FirstPassGrace: time.Minute, begun: begun, Sources: Sources{
+		Claim: func() Claim { return syncing }, FirstPassDone: func() bool { return done },
+	}}
+	if r.awaitingFirstPass(begun) {
+		t.Fatal("waits although the pass is done")
+	}
+	done = false
+	if r.awaitingFirstPass(begun.Add(time.Second)) {
+		t.Error("waits again after the pass was seen done")
+	}
+}

@@ -88,8 +88,10 @@ type Sources struct {
 }
 
 // Reporter keeps the status of the Region named after the agent's region current. It writes only
-// when the status changed (at most every MinInterval) and refreshes the heartbeat every Refresh.
-// It never creates the Region: the operator does when adding the region.
+// when the status changed (at most every MinInterval), and, only when Refresh is set, rewrites
+// the heartbeat time that often when nothing changed: by default an idle region's one periodic
+// write to management is its shard Lease's renewal, which is its heartbeat. It never creates the
+// Region: the operator does when adding the region.
 type Reporter struct {
 	// Client reads, watches and writes Regions on management (directly, not cached).
 	Client client.WithWatch
@@ -101,8 +103,20 @@ type Reporter struct {
 	Sources           Sources
 
 	MinInterval time.Duration // default 2s
-	Refresh     time.Duration // default config.DefaultHeartbeatInterval
-	Log         logr.Logger
+	// Refresh, when positive, rewrites status.heartbeatTime this often when nothing changed;
+	// 0 (the default) writes only changes.
+	Refresh time.Duration
+	// Recheck is how often a missing Region kind is looked for again (default Refresh when set,
+	// else config.DefaultRegionRecheck).
+	Recheck time.Duration
+	// FirstPassGrace is how long after it starts the reporter waits for the first pass over the
+	// shard before its first write (default 30s), while the claim is syncing or still being
+	// taken: an agent restarting over a shard in sync then publishes a status equal to the one
+	// on the Region, and writes nothing, instead of Synced=False for the seconds of its first
+	// pass and then Synced=True again (two management writes per region when a whole fleet
+	// restarts). A claim refused (another fleet, an overlap) is reported at once.
+	FirstPassGrace time.Duration
+	Log            logr.Logger
 
 	// lastWritten is the status as last written or found current; lastWrite when the agent last
 	// wrote; lastBeat the heartbeat on the Region.
@@ -113,6 +127,9 @@ type Reporter struct {
 	// notBefore delays the next look for a Region that does not exist, or whose kind is not
 	// installed (one read per Refresh).
 	notBefore time.Time
+	// begun is when Run started; firstPass that the first pass was seen done.
+	begun     time.Time
+	firstPass bool
 	// failing names the failure being retried ("" while publishing works), so that a failure
 	// is logged once when it starts and once when it ends, not on every tick.
 	failing string
@@ -130,9 +147,16 @@ func (r *Reporter) Run(ctx context.Context) {
 	if r.MinInterval == 0 {
 		r.MinInterval = 2 * time.Second
 	}
-	if r.Refresh == 0 {
-		r.Refresh = config.DefaultHeartbeatInterval
+	if r.Recheck == 0 {
+		r.Recheck = config.DefaultRegionRecheck
+		if r.Refresh > 0 {
+			r.Recheck = r.Refresh
+		}
 	}
+	if r.FirstPassGrace == 0 {
+		r.FirstPassGrace = 30 * time.Second
+	}
+	r.begun, r.firstPass = time.Now(), false
 	kick := make(chan struct{}, 1)
 	go r.watch(ctx, kick)
 	t := time.NewTicker(500 * time.Millisecond)
@@ -174,11 +198,11 @@ func (r *Reporter) outcome(err error, now time.Time) {
 	switch {
 	case meta.IsNoMatchError(err):
 		r.failing = failNoKind
-		r.notBefore = now.Add(r.Refresh) // looked for again once per Refresh, silently
+		r.notBefore = now.Add(r.Recheck) // looked for again once per Recheck, silently
 		if was != failNoKind {
 			r.Log.Info("WARNING: the Region kind (regions.regionsync.dev) is not installed on management, so this region's status is not published; "+
 				"install its CRD on management (deploy/crds/regionsync.dev_regions.yaml), or turn the Region status off (regionsync.Options.DisableRegionStatus); "+
-				"syncing is not affected. Looking for it again every heartbeat interval.", "region", r.Region, "every", r.Refresh.String())
+				"syncing is not affected. Looking for it again periodically.", "region", r.Region, "every", r.Recheck.String())
 		}
 	case retry.Transient(err):
 		r.failing = failTransient
@@ -215,7 +239,7 @@ func (r *Reporter) watch(ctx context.Context, kick chan<- struct{}) {
 		}
 		wait := time.Second
 		if err != nil && meta.IsNoMatchError(err) {
-			wait = r.Refresh // the kind is not installed: look again once per heartbeat interval
+			wait = r.Recheck // the kind is not installed: look again once per Recheck
 		}
 		select {
 		case <-ctx.Done():
@@ -224,15 +248,19 @@ func (r *Reporter) watch(ctx context.Context, kick chan<- struct{}) {
 	}
 }
 
-// report writes the status when the agent's part of it changed (rate-limited) or the heartbeat
-// is due; conditions other writers set are kept and never cause a write. attempted says whether
-// it asked management at all (not when rate-limited or nothing is due), err how that went.
+// report writes the status when the agent's part of it changed (rate-limited) or, with Refresh
+// set, the heartbeat is due; conditions other writers set are kept and never cause a write.
+// attempted says whether it asked management at all (not when rate-limited or nothing is due),
+// err how that went.
 func (r *Reporter) report(ctx context.Context, now time.Time) (attempted bool, err error) {
-	if (!r.lastWrite.IsZero() && now.Sub(r.lastWrite) < r.MinInterval) || now.Before(r.notBefore) {
+	if (!r.lastWrite.IsZero() && now.Sub(r.lastWrite) < r.MinInterval) || now.Before(r.notBefore) || r.awaitingFirstPass(now) {
 		return false, nil
 	}
 	want := r.desired(nil)
-	if r.lastWritten != nil && sameOwnStatus(r.lastWritten, &want) && now.Sub(r.lastBeat) < r.Refresh {
+	if want.LastSyncTime == nil && r.lastWritten != nil {
+		want.LastSyncTime = r.lastWritten.LastSyncTime
+	}
+	if r.lastWritten != nil && sameOwnStatus(r.lastWritten, &want) && !r.beatDue(r.lastBeat, now) {
 		return false, nil
 	}
 	region := &regionsyncv1alpha1.Region{}
@@ -242,7 +270,7 @@ func (r *Reporter) report(ctx context.Context, now time.Time) (attempted bool, e
 				r.Log.Info("Region object does not exist on management; the operator creates it when adding a region (the agent only updates its status)", "region", r.Region)
 				r.missing = true
 			}
-			r.notBefore = now.Add(r.Refresh) // the watch says when it appears
+			r.notBefore = now.Add(r.Recheck) // the watch says when it appears
 			return true, nil
 		}
 		return true, err
@@ -250,8 +278,12 @@ func (r *Reporter) report(ctx context.Context, now time.Time) (attempted bool, e
 	r.missing = false
 	status := r.desired(region.Status.Conditions)
 	current := region.Status.DeepCopy()
-	if hb := current.HeartbeatTime; hb != nil && now.Sub(hb.Time) < r.Refresh && sameStatus(current, &status) {
-		// Nothing but the heartbeat would change, and it is not due.
+	if status.LastSyncTime == nil {
+		// Nothing written since this agent started: the last sync is still the one recorded.
+		status.LastSyncTime = current.LastSyncTime
+	}
+	if hb := current.HeartbeatTime; hb != nil && !r.beatDue(hb.Time, now) && sameStatus(current, &status) {
+		// Nothing but the heartbeat would change, and it is not due (never, by default).
 		r.lastWritten, r.lastBeat = status.DeepCopy(), hb.Time
 		return true, nil
 	}
@@ -262,6 +294,29 @@ func (r *Reporter) report(ctx context.Context, now time.Time) (attempted bool, e
 	}
 	r.lastWritten, r.lastWrite, r.lastBeat = status.DeepCopy(), now, now
 	return true, nil
+}
+
+// awaitingFirstPass reports whether the first report still waits for the first pass over the
+// shard (see FirstPassGrace).
+func (r *Reporter) awaitingFirstPass(now time.Time) bool {
+	if r.firstPass || r.Sources.FirstPassDone == nil {
+		return false
+	}
+	if r.Sources.FirstPassDone() {
+		r.firstPass = true
+		return false
+	}
+	if now.Sub(r.begun) >= r.FirstPassGrace {
+		return false
+	}
+	c := r.Sources.Claim()
+	return c.Syncing || c.Reason == regionsyncv1alpha1.ReasonWaiting
+}
+
+// beatDue reports whether a heartbeat written at beat is due to be rewritten at now: only with
+// Refresh set, once it is that old.
+func (r *Reporter) beatDue(beat, now time.Time) bool {
+	return r.Refresh > 0 && now.Sub(beat) >= r.Refresh
 }
 
 // ownConditions are the condition types the agent sets; others belong to other writers.

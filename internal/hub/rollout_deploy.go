@@ -424,16 +424,18 @@ func setRolloutStatus(st *regionsyncv1alpha1.DistributionStatus, d *regionsyncv1
 }
 
 // rolloutMilestone reports whether a new status changes the rollout's course (revisions, wave,
-// halt): such a status is written at once, not held back by the status interval, so that a hub
-// taking over continues from it. (A wave's health flapping is not one: at most the status
-// interval of its soak is served again.)
+// the wave's soak starting or starting again, halt): such a status is written at once, not held
+// back by the status interval, so that a hub taking over continues from it. The soak counts from
+// the written WaveHealthyTime: held back, every reconcile until the write would start it anew
+// (each wave would last the status interval longer than its soak), and a wave unhealthy for
+// less than the interval would keep the soak it had served.
 func rolloutMilestone(old, updated *regionsyncv1alpha1.DistributionStatus) bool {
 	a, b := old.Rollout, updated.Rollout
 	if a == nil || b == nil {
 		return a != b
 	}
 	return a.CurrentRevision != b.CurrentRevision || a.UpdateRevision != b.UpdateRevision || a.Wave != b.Wave ||
-		!equality.Semantic.DeepEqual(a.Halt, b.Halt)
+		!equality.Semantic.DeepEqual(a.WaveHealthyTime, b.WaveHealthyTime) || !equality.Semantic.DeepEqual(a.Halt, b.Halt)
 }
 
 // retryAfter reads D/retry-rollout (zero when absent or not RFC 3339).

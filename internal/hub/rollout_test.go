@@ -511,11 +511,15 @@ func TestRolloutMilestone(t *testing.T) {
 	at := &metav1.Time{Time: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
 	base := regionsyncv1alpha1.RolloutStatus{CurrentRevision: "S", UpdateRevision: "U", Wave: 1, Updated: 1}
 	cases := map[string]struct {
-		mutate func(*regionsyncv1alpha1.RolloutStatus)
-		want   bool
+		before, mutate func(*regionsyncv1alpha1.RolloutStatus)
+		want           bool
 	}{
-		"counts only":    {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Updated, s.Healthy = 2, 1 }},
-		"wave health":    {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime = at }},
+		"counts only": {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Updated, s.Healthy = 2, 1 }},
+		"soak starts": {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime = at }, want: true},
+		"soak lost (a region unhealthy again)": {before: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime = at },
+			mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime = nil }, want: true},
+		"soak going on": {before: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime = at },
+			mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.WaveHealthyTime, s.Healthy = at.DeepCopy(), 1 }},
 		"the next wave":  {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.Wave = 2 }, want: true},
 		"a new revision": {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.UpdateRevision = "V" }, want: true},
 		"complete":       {mutate: func(s *regionsyncv1alpha1.RolloutStatus) { s.CurrentRevision, s.Wave = "U", 0 }, want: true},
@@ -528,10 +532,16 @@ func TestRolloutMilestone(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			old := &regionsyncv1alpha1.DistributionStatus{Rollout: base.DeepCopy()}
+			if tc.before != nil {
+				tc.before(old.Rollout)
+			}
 			if tc.mutate == nil {
 				old.Rollout = nil
 			}
-			updated := &regionsyncv1alpha1.DistributionStatus{Rollout: base.DeepCopy()}
+			updated := &regionsyncv1alpha1.DistributionStatus{Rollout: old.Rollout.DeepCopy()}
+			if updated.Rollout == nil {
+				updated.Rollout = base.DeepCopy()
+			}
 			if tc.mutate != nil {
 				tc.mutate(updated.Rollout)
 			}

@@ -16,14 +16,23 @@ const (
 	// (docs/performance.md).
 	DefaultRetryPeriod = 400 * time.Millisecond
 	// DefaultClaimLeaseDuration, DefaultClaimRenewDeadline and DefaultClaimRetryPeriod time the
-	// shard claim on management (management.claim): renewed every 10 s, 0.1 management writes/s
-	// per idle region (the fleet target is <= 0.2, docs/performance.md). A failover within a fleet
-	// does not wait for them: the new local leader has the claim's identity.
-	DefaultClaimLeaseDuration = 60 * time.Second
-	DefaultClaimRenewDeadline = 40 * time.Second
-	DefaultClaimRetryPeriod   = 10 * time.Second
+	// shard claim on management (management.claim). Its renewal, every 25 s, is an idle region's
+	// only periodic management write and its heartbeat: 0.04 writes/s per idle region (the
+	// fleet target is <= 0.05, docs/performance.md). A leader that cannot renew gives up at the
+	// latest 25 + 35 = 60 s after its last renewal, 15 s before another fleet may take the
+	// Lease (75 s after the renewal it saw); the hub judges a region silent after the lease
+	// duration plus its grace. A failover within a fleet does not wait for them: the new local
+	// leader has the claim's identity.
+	DefaultClaimLeaseDuration = 75 * time.Second
+	DefaultClaimRenewDeadline = 35 * time.Second
+	DefaultClaimRetryPeriod   = 25 * time.Second
 	DefaultResyncPeriod       = 10 * time.Minute
-	DefaultHeartbeatInterval  = 30 * time.Second
+	// DefaultHeartbeatInterval is telemetry.heartbeatInterval's default: 0, the Region status
+	// is written only when it changes (the shard Lease's renewal is the heartbeat).
+	DefaultHeartbeatInterval time.Duration = 0
+	// DefaultRegionRecheck is how often the Region status reporter looks again for a Region
+	// kind that management does not serve.
+	DefaultRegionRecheck = 30 * time.Second
 	// DefaultDeletionWindow is the deletion budget's sliding window.
 	DefaultDeletionWindow = 10 * time.Minute
 	// DefaultManagementQPS is the management client's request rate where management.qps is 0:

@@ -173,7 +173,6 @@ func Default(c *AgentConfig) {
 	if c.Telemetry.HealthAddr == "" {
 		c.Telemetry.HealthAddr = DefaultHealthAddr
 	}
-	defaultDuration(&c.Telemetry.HeartbeatInterval, DefaultHeartbeatInterval)
 	if c.Telemetry.Tracing.SamplingRatio == nil {
 		c.Telemetry.Tracing.SamplingRatio = ptr.To(DefaultSamplingRatio)
 	}
@@ -296,10 +295,11 @@ func ValidateResyncPeriod(p *field.Path, d time.Duration) field.ErrorList {
 	return nil
 }
 
-// ValidateHeartbeatInterval requires 1s to 10m.
+// ValidateHeartbeatInterval requires 0 (off: the Region status is written only on change) or
+// 1s to 10m.
 func ValidateHeartbeatInterval(p *field.Path, d time.Duration) field.ErrorList {
-	if d < time.Second || d > 10*time.Minute {
-		return field.ErrorList{field.Invalid(p, d.String(), "must be between 1s and 10m")}
+	if d != 0 && (d < time.Second || d > 10*time.Minute) {
+		return field.ErrorList{field.Invalid(p, d.String(), "must be 0 (off) or between 1s and 10m")}
 	}
 	return nil
 }

@@ -100,10 +100,11 @@ type ManagementConfig struct {
 	// differs from its record (docs/design.md#management-identity-pinning).
 	ClusterID string `json:"clusterID,omitempty"`
 	// Claim times the shard claim, the Lease "region-<region>" on management that the local
-	// leader renews (defaults 60s, 40s, 10s: one management write per 10 s per idle region). A
-	// new local leader of the same fleet takes the claim over at once whatever these are; they
-	// bound how long another fleet waits for a silent one and how long a leader cut off from
-	// management keeps its claim.
+	// leader renews (defaults 75s, 35s, 25s: one management write per 25 s per idle region, its
+	// only periodic one; the renewal is the region's heartbeat). A new local leader of the same
+	// fleet takes the claim over at once whatever these are; they bound how long another fleet
+	// waits for a silent one, how long a leader cut off from management keeps its claim, and
+	// when the hub judges the region silent (lease duration + its grace).
 	Claim LeaseTimings `json:"claim,omitempty"`
 	// CredentialRenewal renews the kubeconfig's token (the region's ServiceAccount token on
 	// management) before it expires and writes the new one into the Secret the kubeconfig is
@@ -235,8 +236,10 @@ type TelemetryConfig struct {
 	SecureMetrics bool `json:"secureMetrics,omitempty"`
 	// HealthAddr serves /healthz and /readyz ("0" disables, for tests only).
 	HealthAddr string `json:"healthAddr,omitempty"`
-	// HeartbeatInterval is how often the leader refreshes its Region's status.heartbeatTime
-	// (default 30s); status changes are published within seconds regardless.
+	// HeartbeatInterval, when set, makes the leader also rewrite its Region's
+	// status.heartbeatTime this often when nothing changed. Default 0: the Region status is
+	// written only when it changes (within seconds), and the region's heartbeat is its shard
+	// Lease's renewal (management.claim), an idle region's only periodic management write.
 	HeartbeatInterval metav1.Duration `json:"heartbeatInterval,omitempty"`
 	// Tracing configures OpenTelemetry traces.
 	Tracing TracingConfig `json:"tracing,omitempty"`

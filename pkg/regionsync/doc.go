@@ -34,7 +34,7 @@
 // The Region kind (regions.regionsync.dev, deploy/crds) carries each region's health on
 // management. A host that has not installed it loses nothing but that status: the leader logs
 // one warning saying how to install it or turn it off (Options.DisableRegionStatus), publishes
-// nothing, looks for the kind again once per Options.HeartbeatInterval, and syncs as usual; the
+// nothing, looks for the kind again every 30 s, and syncs as usual; the
 // gauge regionsync_region_status_published is 0 meanwhile. The same holds for an outage:
 // failures of the status and of every object's sync are retried with backoff and logged once
 // when they start and once when they end (per-object retries at V(1)); an error with a stack

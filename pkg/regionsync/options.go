@@ -61,13 +61,16 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// Claim configures the shard claim on management.
 	Claim Claim
-	// HeartbeatInterval is how often the Region's heartbeat is refreshed (default 30s).
+	// HeartbeatInterval, when set, also rewrites the Region's status.heartbeatTime this often
+	// when nothing changed. Default 0: the Region status is written only when it changes, and
+	// the region's heartbeat is the shard Lease's renewal (Claim.RetryPeriod), an idle region's
+	// only periodic management write.
 	HeartbeatInterval time.Duration
 	// DisableRegionStatus turns off the Region status on management (the Region kind's CRD
 	// need not be installed then). By default the leader publishes its health on the Region
 	// named after the region; when management does not serve the Region kind it logs one
-	// warning saying so, publishes nothing, looks for the kind again once per
-	// HeartbeatInterval, and syncs as usual (regionsync_region_status_published is 0).
+	// warning saying so, publishes nothing, looks for the kind again every 30 s, and syncs as
+	// usual (regionsync_region_status_published is 0).
 	DisableRegionStatus bool
 	// TracerProvider traces every sync; nil runs no tracing code at all. The host owns it (and
 	// its shutdown); the syncer never builds an exporter.
@@ -302,7 +305,6 @@ func (o Options) withDefaults() Options {
 	}
 	o.DeletionBudget.Window = cmp.Or(o.DeletionBudget.Window, config.DefaultDeletionWindow)
 	o.ResyncPeriod = cmp.Or(o.ResyncPeriod, config.DefaultResyncPeriod)
-	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, config.DefaultHeartbeatInterval)
 	o.Version = cmp.Or(o.Version, "dev")
 	if r := o.Management.CredentialRenewal; r != nil {
 		c := *r // the host's value stays as it is

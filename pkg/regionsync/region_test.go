@@ -24,7 +24,8 @@ import (
 
 // TestRegionStatusConverges: the syncer watches its Region (Ready within 5 s of the Region's
 // creation, no polling), keeps a condition another writer sets, and writes nothing more while
-// only the heartbeat would change and is not due.
+// nothing changes: the shard Lease's renewal is the heartbeat (renewed every second here), the
+// Region status is written only on change (no HeartbeatInterval set, the default).
 func TestRegionStatusConverges(t *testing.T) {
 	bg := context.Background()
 	const name = "rg-west"
@@ -38,6 +39,7 @@ func TestRegionStatusConverges(t *testing.T) {
 		Management: regionsync.Management{Config: mgmtLog.wrap(management.Config)},
 		Shard:      regionsync.Shard{RemoteResourceSuffix: "-rgw"},
 		Resources:  []regionsync.Resource{{Object: &demov1alpha1.Tenant{}}},
+		Claim:      regionsync.Claim{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +71,20 @@ func TestRegionStatusConverges(t *testing.T) {
 	statusWrites := func(method, path, _ string) bool {
 		return method == http.MethodPut && strings.HasSuffix(path, "/regions/"+name+"/status")
 	}
-	before := mgmtLog.count(statusWrites)
-	testenv.Consistently(t, "no Region status write for 8 s after a foreign condition was added (the heartbeat is not due)", 8*time.Second, func() error {
+	leaseRenewals := func(method, path, _ string) bool {
+		return method == http.MethodPut && strings.HasSuffix(path, "/leases/region-"+name)
+	}
+	before, renewedBefore := mgmtLog.count(statusWrites), mgmtLog.count(leaseRenewals)
+	testenv.Consistently(t, "no Region status write for 8 s after a foreign condition was added (nothing of the agent's changed)", 8*time.Second, func() error {
 		if n := mgmtLog.count(statusWrites) - before; n != 0 {
 			return fmt.Errorf("%d Region status writes", n)
 		}
 		return nil
 	})
+	// Meanwhile the heartbeat went on: the shard Lease was renewed about once a second.
+	if n := mgmtLog.count(leaseRenewals) - renewedBefore; n < 4 {
+		t.Errorf("the shard Lease was renewed %d times in 8 s, want at least 4 (every second)", n)
+	}
 	if err := management.Client.Get(bg, client.ObjectKeyFromObject(r), r); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,568 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/regionsync/regionsync/internal/scheme"
+	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
+)
+
+// The fleet simulator: many regions' agents in this process, each a regionsync.Syncer built from
+// the shipped configuration exactly as bin/agent builds it (regionsync.OptionsFromConfig), with
+// its own management client (its own identity and connection), its own management caches
+// (watches filtered by its selector), shard claim, Region status and identity checks. Only the
+// regional side is shared: one manager, one cache and one regional API server for all of them,
+// so the machine's cores go to management, the side being measured. Management sees what it
+// would see from as many agent processes (checked against real processes at the same count).
+
+// simFleet is one running simulated fleet.
+type simFleet struct {
+	regions []string
+	syncers []*regionsync.Syncer
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// fleetRegionName names the i-th simulated region (fixed width: no suffix ends another).
+func fleetRegionName(i int) string { return fmt.Sprintf("sim-%04d", i) }
+
+// registerRegions registers regions on management from the shipped registration and returns their
+// agent configurations, 8 at a time.
+func (b *suite) registerRegions(names []string) (map[string]*config.AgentConfig, error) {
+	cfgs := make(map[string]*config.AgentConfig, len(names))
+	var mu sync.Mutex
+	err := forEach(len(names), 8, func(i int) error {
+		cfg, err := b.e.deriveRegion(b.ctx, names[i])
+		if err != nil {
+			return err
+		}
+		cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{} // it impersonates: no token to renew
+		mu.Lock()
+		cfgs[names[i]] = cfg
+		mu.Unlock()
+		return nil
+	})
+	return cfgs, err
+}
+
+// createRegionObjects creates perRegion Tenants for each region on management, in a namespace of
+// the region's own (tenant-<region>, so that the copies of regions sharing one regional API
+// server never meet), labelled for the region.
+func (b *suite) createRegionObjects(names []string, perRegion int) error {
+	return forEach(len(names), 8, func(i int) error {
+		r := names[i]
+		ns := "tenant-" + r
+		if err := b.mgmtAdmin.Create(b.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		for j := range perRegion {
+			t := testenv.Tenant(ns, fmt.Sprintf("t%d-%s", j, r), fmt.Sprintf("tenant %d of %s", j, r))
+			t.Labels = map[string]string{"regionsync.dev/region": r}
+			if err := b.mgmtAdmin.Create(b.ctx, t); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// forEach runs fn(0..n-1) on workers goroutines and returns the first error.
+func forEach(n, workers int, fn func(int) error) error {
+	var next atomic.Int64
+	var first atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || first.Load() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// regionManagementConfig is what a region's management kubeconfig gives bin/agent: the region's
+// identity, no client-side limit (the shipped default), and a connection of its own (a dialer of
+// its own keeps client-go from sharing one transport among the simulated regions).
+func (b *suite) regionManagementConfig(region string) *rest.Config {
+	c := b.e.regionConfig(region)
+	c.QPS = config.DefaultManagementQPS
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	c.Dial = d.DialContext
+	return c
+}
+
+// fleetLogger writes the simulated fleets' logs (and client-go's, which the leader elections of
+// hundreds of regions would otherwise print on the suite's output) to path.
+func fleetLogger(path string) (logr.Logger, error) {
+	logFile, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return logr.Logger{}, err
+	}
+	var logMu sync.Mutex
+	log := funcr.New(func(prefix, args string) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(logFile, "%s %s %s\n", time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{Verbosity: 0})
+	ctrl.SetLogger(log.WithName("controller-runtime"))
+	klog.SetLogger(log.WithName("client-go"))
+	return log, nil
+}
+
+// startSimFleet starts every region's syncer in one manager on the regional API server (as the
+// agent's ServiceAccount, without local leader election: only the local side is shared).
+func (b *suite) startSimFleet(names []string, cfgs map[string]*config.AgentConfig, log logr.Logger) (*simFleet, error) {
+	mgr, err := ctrl.NewManager(b.e.agentLocalConfig(), ctrl.Options{
+		Scheme:                 scheme.New(),
+		Logger:                 log.WithName("host"),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet manager: %w", err)
+	}
+	f := &simFleet{regions: names, done: make(chan struct{})}
+	for _, r := range names {
+		opts := regionsync.OptionsFromConfig(cfgs[r], b.regionManagementConfig(r))
+		opts.Logger = log.WithName(r)
+		opts.Version = "bench"
+		s, err := regionsync.New(mgr, opts)
+		if err != nil {
+			return nil, fmt.Errorf("region %s: %w", r, err)
+		}
+		f.syncers = append(f.syncers, s)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	f.cancel = cancel
+	go func() {
+		defer close(f.done)
+		if err := mgr.Start(ctx); err != nil {
+			log.Error(err, "fleet manager stopped")
+		}
+	}()
+	return f, nil
+}
+
+// stop stops every syncer (gracefully: the claims are released) and waits.
+func (f *simFleet) stop() {
+	f.cancel()
+	select {
+	case <-f.done:
+	case <-time.After(2 * time.Minute):
+	}
+}
+
+// unsynced counts the regions that do not sync their shard with perRegion objects in sync yet.
+func (f *simFleet) unsynced(perRegion int) (n int, example string) {
+	for i, s := range f.syncers {
+		ok := s.Claim().Syncing
+		if ok && perRegion > 0 {
+			synced := 0
+			for _, st := range s.Stats() {
+				synced += st.Counts["synced"]
+			}
+			ok = synced >= perRegion
+		}
+		if !ok {
+			if n == 0 {
+				c := s.Claim()
+				example = fmt.Sprintf("%s: claim %s (%s)", f.regions[i], c.Reason, c.Message)
+			}
+			n++
+		}
+	}
+	return n, example
+}
+
+// waitSynced waits until every region syncs with its objects in sync; it returns how long that
+// took.
+func (f *simFleet) waitSynced(ctx context.Context, perRegion int, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for {
+		n, example := f.unsynced(perRegion)
+		if n == 0 {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > timeout {
+			return 0, fmt.Errorf("%d of %d regions not synced after %s (e.g. %s)", n, len(f.regions), timeout, example)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// settle is how long the idle figures wait after the regions started before they measure: the
+// start-up writes are over and every claim has been renewed once (the first renewal after a claim
+// meets the Lease changed by the claim's own bookkeeping: one conflict, a read and a second
+// write, once per claim).
+func (b *suite) settle() time.Duration {
+	return max(15*time.Second, b.e.mainConfig.Management.Claim.RetryPeriod.Duration+10*time.Second)
+}
+
+// idleWindow is BENCH_IDLE_WINDOW rounded up to whole claim renewal periods: regions started
+// together renew in step, and a window of another length would count one renewal more or less of
+// all of them.
+func (b *suite) idleWindow() time.Duration {
+	period := b.e.mainConfig.Management.Claim.RetryPeriod.Duration
+	if period <= 0 {
+		return b.p.IdleWindow
+	}
+	n := (b.p.IdleWindow + period - 1) / period
+	return max(n, 1) * period
+}
+
+// idleCost is management's cost per idle region over a window, against a window without regions.
+type idleCost struct {
+	regions                   int
+	reqs, writes, cpu         float64 // per region: requests/s, writes/s, API-server CPU seconds/s
+	rss, heap                 float64 // per region: API-server resident memory and Go heap in use (bytes)
+	busy, background          delta
+	backgroundRSS, backgrHeap float64
+}
+
+func newIdleCost(regions int, background, busy delta) idleCost {
+	k := float64(regions)
+	per := func(d delta, match func(reqKey) bool) float64 { return d.count(match) / d.seconds }
+	all := func(reqKey) bool { return true }
+	return idleCost{
+		regions: regions, busy: busy, background: background,
+		reqs:   (per(busy, all) - per(background, all)) / k,
+		writes: (per(busy, isWrite) - per(background, isWrite)) / k,
+		cpu:    (busy.cpu/busy.seconds - background.cpu/background.seconds) / k,
+		rss:    (busy.end.rss - background.end.rss) / k, heap: (busy.end.heap - background.end.heap) / k,
+		backgroundRSS: background.end.rss, backgrHeap: background.end.heap,
+	}
+}
+
+func (c idleCost) text() string {
+	return fmt.Sprintf("%.3f; %.3f; %.2f ms/s; %s; %s", c.reqs, c.writes, c.cpu*1000, mb(c.rss), mb(c.heap))
+}
+
+func (c idleCost) baselineText() string {
+	per := func(d delta, match func(reqKey) bool) float64 { return d.count(match) / d.seconds }
+	return fmt.Sprintf("no agent: %.2f req/s, %.2f writes/s, %.0f ms/s CPU, RSS %s, heap %s",
+		per(c.background, func(reqKey) bool { return true }), per(c.background, isWrite), c.background.cpu/c.background.seconds*1000,
+		mb(c.backgroundRSS), mb(c.backgrHeap))
+}
+
+func kbText(b float64) string { return fmt.Sprintf("%.1f KB", b/1024) }
+
+func mb(b float64) string { return fmt.Sprintf("%.2f MB", b/(1<<20)) }
+
+// idleCostFigure is the row's name for n regions of a kind ("agent processes", "simulated").
+func idleCostFigure(n int, kind string) string {
+	return fmt.Sprintf("management cost per idle region, %d %s (requests/s; writes/s; API-server CPU; RSS; heap)", n, kind)
+}
+
+// fleet: the simulated fleet at each BENCH_FLEET_REGIONS count: its idle cost per region (and,
+// where the idle figure ran real agent processes at the same count, the ratio to theirs), then,
+// at the largest count, every region restarting at once.
+func (b *suite) fleet() {
+	for _, a := range b.agents {
+		a.stop(syscall.SIGTERM)
+	}
+	counts := append([]int(nil), b.p.FleetRegions...)
+	sort.Ints(counts)
+	largest := counts[len(counts)-1]
+	names := make([]string, largest)
+	for i := range names {
+		names[i] = fleetRegionName(i)
+	}
+	start := time.Now()
+	s0, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		b.errorf("fleet: %v", err)
+		return
+	}
+	cfgs, err := b.registerRegions(names)
+	if err != nil {
+		b.errorf("fleet: %v", err)
+		return
+	}
+	s1, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		b.errorf("fleet: %v", err)
+		return
+	}
+	if err := b.createRegionObjects(names, b.p.FleetObjects); err != nil {
+		b.errorf("fleet: %v", err)
+		return
+	}
+	if s2, err := b.mgmtM.read(b.ctx); err == nil {
+		objects := float64(largest * b.p.FleetObjects)
+		b.r.note("fleet: management's etcd database (apiserver_storage_size_bytes) %s before, %s with %d regions registered (%s per region: Region, ServiceAccount, RBAC), %s with their %.0f Tenants and namespaces (%s per Tenant, its namespace's share included); API-server RSS %s, %s, %s",
+			mb(s0.db), mb(s1.db), largest, kbText((s1.db-s0.db)/float64(largest)), mb(s2.db), objects, kbText((s2.db-s1.db)/objects),
+			mb(s0.rss), mb(s1.rss), mb(s2.rss))
+	}
+	log, err := fleetLogger(filepath.Join(b.dir, "fleet.log"))
+	if err != nil {
+		b.errorf("fleet: %v", err)
+		return
+	}
+	b.r.note("fleet: %d regions registered from the shipped registration and %d Tenants each created on management in %s",
+		largest, b.p.FleetObjects, time.Since(start).Round(time.Second))
+	for _, n := range counts {
+		background, err := b.mgmtWindow(b.idleWindow())
+		if err != nil {
+			b.errorf("fleet: %v", err)
+			return
+		}
+		f, err := b.startSimFleet(names[:n], cfgs, log.WithName(fmt.Sprintf("fleet-%d", n)))
+		if err != nil {
+			b.errorf("fleet: %v", err)
+			return
+		}
+		took, err := f.waitSynced(b.ctx, b.p.FleetObjects, 5*time.Minute)
+		if err != nil {
+			f.stop()
+			b.errorf("fleet: %v", err)
+			return
+		}
+		b.r.note("fleet of %d simulated regions: every region synced %s after the start", n, took.Round(100*time.Millisecond))
+		time.Sleep(b.settle()) // start-up writes (Region status, Lease registration, the first renewal) are over
+		busy, err := b.mgmtWindow(b.idleWindow())
+		if err != nil {
+			f.stop()
+			b.errorf("fleet: %v", err)
+			return
+		}
+		cost := newIdleCost(n, background, busy)
+		b.r.add(idleCostFigure(n, "simulated regions"), cost.text(), cost.baselineText(), "-", "writes ≤ 0.05/s", verdict(cost.writes <= 0.05))
+		b.r.note("fleet of %d simulated regions, idle: management writes %s; other requests %s over %.0f s",
+			n, busy.writesSummary(), busy.readsSummary(), busy.seconds)
+		if real, ok := b.realIdle[n]; ok {
+			ratio := func(sim, real float64) string { return fmt.Sprintf("%.2f", sim/real) }
+			within := func(sim, real float64) bool { return real > 0 && sim/real >= 0.8 && sim/real <= 1.2 }
+			b.r.add(fmt.Sprintf("simulator against agent processes, %d idle regions (requests/s; writes/s; API-server CPU)", n),
+				fmt.Sprintf("%.3f; %.3f; %.2f ms/s", cost.reqs, cost.writes, cost.cpu*1000),
+				fmt.Sprintf("processes: %.3f; %.3f; %.2f ms/s", real.reqs, real.writes, real.cpu*1000),
+				fmt.Sprintf("%s; %s; %s", ratio(cost.reqs, real.reqs), ratio(cost.writes, real.writes), ratio(cost.cpu, real.cpu)),
+				"each within 0.8–1.2", verdict(within(cost.reqs, real.reqs) && within(cost.writes, real.writes) && within(cost.cpu, real.cpu)))
+		}
+		if n == largest {
+			f = b.restartStorm(f, names[:n], cfgs, log.WithName(fmt.Sprintf("fleet-%d-restarted", n)))
+		}
+		if f != nil {
+			f.stop()
+		}
+	}
+}
+
+// restartStorm restarts every region of f at once and measures what management's other clients
+// see meanwhile (an outside client's request latency), the writes to synced objects on either
+// cluster while the regions re-verify their shards, and the time until every region is synced
+// again. It returns the restarted fleet (nil when it could not start).
+func (b *suite) restartStorm(f *simFleet, names []string, cfgs map[string]*config.AgentConfig, log logr.Logger) *simFleet {
+	outside, err := b.outsideClient()
+	if err != nil {
+		b.errorf("restart storm: %v", err)
+		return f
+	}
+	probe := newLatencyProbe(outside, 20)
+	probeCtx, stopProbe := context.WithCancel(b.ctx)
+	defer stopProbe()
+	go probe.run(probeCtx)
+	time.Sleep(15 * time.Second) // the outside client's latency with the fleet idle
+	quiet := probe.since(time.Time{})
+	m0, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		b.errorf("restart storm: %v", err)
+		return f
+	}
+	l0, err := b.localM.read(b.ctx)
+	if err != nil {
+		b.errorf("restart storm: %v", err)
+		return f
+	}
+	stormStart := time.Now()
+	f.stop()
+	stopped := time.Since(stormStart)
+	f, err = b.startSimFleet(names, cfgs, log)
+	if err != nil {
+		b.errorf("restart storm: %v", err)
+		return nil
+	}
+	_, err = f.waitSynced(b.ctx, b.p.FleetObjects, 5*time.Minute)
+	allSynced := time.Since(stormStart)
+	storm := probe.since(stormStart)
+	if err != nil {
+		b.errorf("restart storm: %v", err)
+		return f
+	}
+	time.Sleep(5 * time.Second) // writes in flight land
+	m1, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		b.errorf("restart storm: %v", err)
+		return f
+	}
+	l1, err := b.localM.read(b.ctx)
+	if err != nil {
+		b.errorf("restart storm: %v", err)
+		return f
+	}
+	dm, dl := diff(m0, m1), diff(l0, l1)
+	tenantM := dm.count(func(k reqKey) bool { return isWrite(k) && k.Resource == "tenants" })
+	tenantL := dl.count(func(k reqKey) bool { return isWrite(k) && k.Resource == "tenants" })
+	n := len(names)
+	p99 := storm.quantile(0.99)
+	b.r.add(fmt.Sprintf("restart storm, %d simulated regions at once: p50 / p99 of an outside client on management (%d requests)", n, storm.n()),
+		fmt.Sprintf("%s / %s (max %s, %d errors)", ms(storm.quantile(0.5)), ms(p99), ms(storm.quantile(1)), storm.errors),
+		fmt.Sprintf("fleet idle: %s / %s", ms(quiet.quantile(0.5)), ms(quiet.quantile(0.99))), "-", "p99 ≤ 1 s", verdict(p99 <= time.Second && storm.errors == 0))
+	b.r.add(fmt.Sprintf("restart storm, %d simulated regions: writes to synced objects during re-verification (management / region)", n),
+		fmt.Sprintf("%.0f / %.0f", tenantM, tenantL), "-", "-", "0 / 0", verdict(tenantM == 0 && tenantL == 0))
+	b.r.add(fmt.Sprintf("restart storm, %d simulated regions (%d objects): time until every region is synced again", n, n*b.p.FleetObjects),
+		fmt.Sprintf("%.1f s (the old fleet stopped in %.1f s)", allSynced.Seconds(), stopped.Seconds()), "-", "-", "measured", "")
+	b.r.note("restart storm: management answered %s; all management writes %s; the region's writes %s",
+		requestsSince(m0, m1), dm.writesSummary(), dl.writesSummary())
+	probe.mu.Lock()
+	firstErr := probe.firstErr
+	probe.mu.Unlock()
+	if firstErr != "" {
+		b.r.note("restart storm: the outside client's first error: %s", firstErr)
+	}
+	b.r.note("restart storm: the outside client is a user outside the regions' FlowSchemas (API Priority and Fairness level global-default) listing ConfigMaps of one namespace 20 times a second, one request at a time")
+	return f
+}
+
+// outsideClient is a client of management that is none of the regions: the user bench-outside
+// (group system:authenticated), allowed to list the ConfigMaps of the namespace default.
+func (b *suite) outsideClient() (client.Client, error) {
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "bench-outside"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "bench-outside"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "bench-outside"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bench-outside"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := b.mgmtAdmin.Create(b.ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	cfg := b.e.mgmt.ImpersonatingConfig("bench-outside")
+	cfg.QPS, cfg.Burst = -1, 0
+	return client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+}
+
+// latencyProbe issues one request at a time at a fixed rate and records each one's latency.
+type latencyProbe struct {
+	c    client.Client
+	rate int
+	mu   sync.Mutex
+	at   []time.Time
+	took []time.Duration
+	errs []time.Time
+	// firstErr is the first failure's message.
+	firstErr string
+}
+
+func newLatencyProbe(c client.Client, rate int) *latencyProbe { return &latencyProbe{c: c, rate: rate} }
+
+func (p *latencyProbe) run(ctx context.Context) {
+	t := time.NewTicker(time.Second / time.Duration(p.rate))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		err := p.c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(metav1.NamespaceDefault))
+		took := time.Since(start)
+		p.mu.Lock()
+		if err != nil && ctx.Err() == nil {
+			p.errs = append(p.errs, start)
+			if p.firstErr == "" {
+				p.firstErr = err.Error()
+			}
+		} else if err == nil {
+			p.at, p.took = append(p.at, start), append(p.took, took)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// latencies are a probe's samples over a period.
+type latencies struct {
+	sorted []time.Duration
+	errors int
+}
+
+// since returns the samples of requests started at or after from.
+func (p *latencyProbe) since(from time.Time) latencies {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var l latencies
+	for i, at := range p.at {
+		if !at.Before(from) {
+			l.sorted = append(l.sorted, p.took[i])
+		}
+	}
+	for _, at := range p.errs {
+		if !at.Before(from) {
+			l.errors++
+		}
+	}
+	sort.Slice(l.sorted, func(i, j int) bool { return l.sorted[i] < l.sorted[j] })
+	return l
+}
+
+func (l latencies) n() int { return len(l.sorted) }
+
+// quantile returns the q-quantile (nearest rank; 1 is the maximum), 0 without samples.
+func (l latencies) quantile(q float64) time.Duration {
+	if len(l.sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(l.sorted))+0.999999) - 1
+	i = max(0, min(i, len(l.sorted)-1))
+	return l.sorted[i]
+}
