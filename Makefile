@@ -60,8 +60,8 @@ BENCH_TIMEOUT ?= 150m
 bench: control-plane ## The benchmark suite: one table of ratios against same-run baselines (docs/performance.md).
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" BENCH_SIZES="$(BENCH_SIZES)" $(GO) test -tags bench -count=1 -run '^TestBench$$' -v -timeout $(BENCH_TIMEOUT) ./bench/
 
-bench-quick: ## The suite at 1,000 objects with short windows, 10 idle regions, a simulated fleet of 10 and 100, a rollout over 10, explain at 1,000 Regions (a few minutes).
-	$(MAKE) bench BENCH_SIZES=1000 BENCH_CHURN=$${BENCH_CHURN:-10s} BENCH_REST=$${BENCH_REST:-10s} BENCH_IDLE_REGIONS=$${BENCH_IDLE_REGIONS:-10} BENCH_IDLE_WINDOW=$${BENCH_IDLE_WINDOW:-30s} BENCH_FLEET_REGIONS=$${BENCH_FLEET_REGIONS:-10,100} BENCH_ROLLOUT_REGIONS=$${BENCH_ROLLOUT_REGIONS:-10} BENCH_ROLLOUT_SOAK=$${BENCH_ROLLOUT_SOAK:-5s}
+bench-quick: ## The suite at 1,000 objects with short windows, 10 idle regions, a simulated fleet of 10 and 100, a rollout over 10, the hub over 10 regions, explain at 1,000 Regions (a few minutes).
+	$(MAKE) bench BENCH_SIZES=1000 BENCH_CHURN=$${BENCH_CHURN:-10s} BENCH_REST=$${BENCH_REST:-10s} BENCH_IDLE_REGIONS=$${BENCH_IDLE_REGIONS:-10} BENCH_IDLE_WINDOW=$${BENCH_IDLE_WINDOW:-30s} BENCH_FLEET_REGIONS=$${BENCH_FLEET_REGIONS:-10,100} BENCH_ROLLOUT_REGIONS=$${BENCH_ROLLOUT_REGIONS:-10} BENCH_ROLLOUT_SOAK=$${BENCH_ROLLOUT_SOAK:-5s} BENCH_HUB_REGIONS=$${BENCH_HUB_REGIONS:-10} BENCH_HUB_DISTRIBUTIONS=$${BENCH_HUB_DISTRIBUTIONS:-20}
 
 bench-tracing: control-plane ## In-process: the reconcile path's CPU with tracing off/on against no tracing code.
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test ./internal/syncer/ -run XXX -bench TracingOverhead -benchtime 20000x -count 3

@@ -26,7 +26,7 @@ import (
 // params are the suite's knobs, from BENCH_* environment variables (defaults: a quick run).
 type params struct {
 	Sizes        []int           // BENCH_SIZES: initial-sync sizes; the last is the synced set of every later figure (default 1000)
-	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,fanout,rollout,idle,fleet,explain or "all" (initial sync always runs)
+	Figures      map[string]bool // BENCH_FIGURES: comma list of live,heap,rest,writes,latency,other,failover,fanout,rollout,idle,fleet,hub,explain or "all" (initial sync always runs)
 	Rates        []int           // BENCH_RATES: changes/s of the latency figures (default 20,100)
 	Churn        time.Duration   // BENCH_CHURN: how long each latency churn lasts (default 30s)
 	Grace        time.Duration   // BENCH_GRACE: how long after a churn a change may still arrive (default 10s)
@@ -39,18 +39,21 @@ type params struct {
 	FleetRegions []int           // BENCH_FLEET_REGIONS: simulated fleet sizes (default 50,500); the largest restarts at once
 	FleetObjects int             // BENCH_FLEET_OBJECTS: Tenants per idle or simulated region (default 2)
 	// BENCH_ROLLOUT_REGIONS: simulated regions of the rollout figure (default 20: a first wave of 1 is 5 %)
-	RolloutRegions int
-	RolloutSoak    time.Duration // BENCH_ROLLOUT_SOAK: the rollout figure's soak per wave (default 10s)
-	ExplainRegions int           // BENCH_EXPLAIN_REGIONS: Regions created for the explain figure (default 1000)
-	ExplainObjects int           // BENCH_EXPLAIN_OBJECTS: Tenants on management in the explain figure (default 10000)
-	Out            string        // BENCH_OUT: also append the table to this file
+	RolloutRegions   int
+	RolloutSoak      time.Duration // BENCH_ROLLOUT_SOAK: the rollout figure's soak per wave (default 10s)
+	HubRegions       int           // BENCH_HUB_REGIONS: simulated regions of the hub figures (default 50)
+	HubChanges       int           // BENCH_HUB_CHANGES: template changes timed by the hub figure (default 10)
+	HubDistributions int           // BENCH_HUB_DISTRIBUTIONS: Distributions over the hub regions of the scale figure (default 200)
+	ExplainRegions   int           // BENCH_EXPLAIN_REGIONS: Regions created for the explain figure (default 1000)
+	ExplainObjects   int           // BENCH_EXPLAIN_OBJECTS: Tenants on management in the explain figure (default 10000)
+	Out              string        // BENCH_OUT: also append the table to this file
 }
 
 func loadParams(t *testing.T) params {
 	p := params{Sizes: []int{1000}, Rates: []int{20, 100}, Churn: 30 * time.Second, Grace: 10 * time.Second, Rest: 30 * time.Second,
 		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 60 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT"),
 		FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second,
-		ExplainRegions: 1000, ExplainObjects: 10000}
+		HubRegions: 50, HubChanges: 10, HubDistributions: 200, ExplainRegions: 1000, ExplainObjects: 10000}
 	ints := func(name string, dst *[]int) {
 		if v := os.Getenv(name); v != "" {
 			*dst = nil
@@ -100,6 +103,12 @@ func loadParams(t *testing.T) params {
 	if p.RolloutRegions == 0 {
 		t.Fatal("BENCH_ROLLOUT_REGIONS must be positive")
 	}
+	one("BENCH_HUB_REGIONS", &p.HubRegions)
+	one("BENCH_HUB_CHANGES", &p.HubChanges)
+	one("BENCH_HUB_DISTRIBUTIONS", &p.HubDistributions)
+	if p.HubRegions == 0 || p.HubChanges == 0 || p.HubDistributions == 0 {
+		t.Fatal("BENCH_HUB_REGIONS, BENCH_HUB_CHANGES and BENCH_HUB_DISTRIBUTIONS must be positive")
+	}
 	p.Other = 3 * p.Sizes[len(p.Sizes)-1]
 	one("BENCH_OTHER", &p.Other)
 	one("BENCH_IDLE_REGIONS", &p.Idle)
@@ -107,7 +116,7 @@ func loadParams(t *testing.T) params {
 	if p.PerNamespace == 0 {
 		t.Fatal("BENCH_PER_NAMESPACE must be positive")
 	}
-	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "fanout", "rollout", "idle", "fleet", "explain"}
+	all := []string{"live", "heap", "rest", "writes", "latency", "other", "failover", "fanout", "rollout", "idle", "fleet", "hub", "explain"}
 	p.Figures = map[string]bool{}
 	figs := os.Getenv("BENCH_FIGURES")
 	if figs == "" || figs == "all" {
@@ -254,7 +263,7 @@ func TestBench(t *testing.T) {
 	}{
 		{"heap", b.heap}, {"rest", b.atRest}, {"writes", b.writesPerChange}, {"latency", b.latency},
 		{"other", b.otherRegions}, {"failover", b.failover}, {"fanout", b.fanOut}, {"rollout", b.rollout}, {"idle", b.idle},
-		{"fleet", b.fleet}, {"explain", b.explain}, // explain last: its 1,000 Regions would weigh on the others
+		{"fleet", b.fleet}, {"hub", b.hubFigures}, {"explain", b.explain}, // explain last: its 1,000 Regions would weigh on the others
 	}
 	for _, s := range steps {
 		if p.Figures[s.name] {

@@ -217,7 +217,7 @@ func (b *suite) rollout() {
 		b.errorf("rollout: %v", err)
 		return
 	}
-	hubs, err := b.startHubs(ctx)
+	hubs, err := b.startHubs(ctx, "rollout")
 	defer func() {
 		for _, h := range hubs {
 			h.stop(syscall.SIGTERM)
@@ -508,23 +508,28 @@ func retryOnConflict(ctx context.Context, fn func() error) error {
 // writes as (allowed to write Tenants there), the hub's impersonation and revisions binding
 // (docs/operations.md), and the Secrets each region uploads its tenant token to.
 func (b *suite) rolloutNamespace(ctx context.Context, regions []string) error {
+	return b.placerNamespace(ctx, rolloutNamespace, regions)
+}
+
+// placerNamespace creates namespace ns on management as rolloutNamespace describes.
+func (b *suite) placerNamespace(ctx context.Context, ns string, regions []string) error {
 	objs := make([]client.Object, 0, 5+len(regions))
 	objs = append(objs,
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutNamespace}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: rolloutNamespace, Name: rolloutSA}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: rolloutNamespace, Name: rolloutSA}, Rules: []rbacv1.PolicyRule{{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rolloutSA}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rolloutSA}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{demov1alpha1.GroupVersion.Group}, Resources: []string{"tenants"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
 		}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: rolloutNamespace, Name: rolloutSA},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rolloutSA},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: rolloutSA},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: rolloutNamespace, Name: rolloutSA}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: rolloutNamespace, Name: "regionsync-hub-impersonate"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: rolloutSA}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regionsync-hub-impersonate"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "regionsync-hub-impersonate"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: "regionsync-hub"}}},
 	)
 	for _, r := range regions {
-		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rolloutNamespace, Name: tenantoperator.TokenSecretName + "-" + r}})
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantoperator.TokenSecretName + "-" + r}})
 	}
 	for _, o := range objs {
 		if err := b.mgmtAdmin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -616,8 +621,9 @@ func (b *suite) waitRegionsLive(ctx context.Context, regions []string, timeout t
 // startHubs builds bin/hub, applies the shipped hub overlay on management (its ServiceAccount,
 // RBAC and admission policy; the Deployment stays unscheduled: its replicas run here as processes)
 // and starts as many hub processes as the Deployment has replicas, each with the overlay's
-// configuration (local ports) and the hub ServiceAccount's own token.
-func (b *suite) startHubs(ctx context.Context) ([]*agentProc, error) {
+// configuration (local ports) and the hub ServiceAccount's own token, and pprof on a local port.
+// figure names the processes and their logs.
+func (b *suite) startHubs(ctx context.Context, figure string) ([]*agentProc, error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -672,12 +678,19 @@ func (b *suite) startHubs(ctx context.Context) ([]*agentProc, error) {
 	}
 	var hubs []*agentProc
 	for i := range replicas {
-		h := &agentProc{name: fmt.Sprintf("hub-%d", i), cfgPath: cfgPath, kubeconfig: kc, logPath: filepath.Join(b.dir, fmt.Sprintf("hub-%d.log", i))}
+		port, err := freePort()
+		if err != nil {
+			return hubs, err
+		}
+		name := fmt.Sprintf("%s-hub-%d", figure, i)
+		h := &agentProc{name: name, cfgPath: cfgPath, kubeconfig: kc, logPath: filepath.Join(b.dir, name+".log"),
+			pprof: fmt.Sprintf("127.0.0.1:%d", port)}
 		logFile, err := os.Create(h.logPath)
 		if err != nil {
 			return hubs, err
 		}
-		h.proc, err = testenv.StartProcess(bin, []string{"--config", cfgPath, "--kubeconfig", kc}, []string{"POD_NAME=" + h.name}, logFile, func() { logFile.Close() })
+		h.proc, err = testenv.StartProcess(bin, []string{"--config", cfgPath, "--kubeconfig", kc, "--pprof-bind-address", h.pprof},
+			[]string{"POD_NAME=" + h.name}, logFile, func() { logFile.Close() })
 		if err != nil {
 			logFile.Close()
 			return hubs, err

@@ -2,7 +2,7 @@
 // object in many regions), judges every region's heartbeat and, when configured, publishes one
 // ClusterProfile per Region (docs/design.md#hub-and-distribution).
 //
-//	hub --config F [--check-config]
+//	hub --config F [--check-config] [--pprof-bind-address ADDR]
 //
 // It parses its flags and its configuration file (a HubConfig, strictly decoded), builds a
 // controller manager for the management cluster (in-cluster config, --kubeconfig or KUBECONFIG)
@@ -39,6 +39,7 @@ const LeaderElectionID = "regionsync-hub"
 func main() {
 	configPath := flag.String("config", "", "path of the HubConfig file (required)")
 	checkOnly := flag.Bool("check-config", false, "validate the configuration file and exit")
+	pprofAddr := flag.String("pprof-bind-address", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060; empty = off): profiles and the live heap for make bench")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -57,15 +58,15 @@ func main() {
 		fmt.Printf("config %s is valid: annotation domain %s\n", *configPath, cfg.AnnotationDomain)
 		return
 	}
-	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
+	if err := run(ctrl.SetupSignalHandler(), cfg, *pprofAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "hub:", err)
 		os.Exit(1)
 	}
 }
 
 // run builds the management manager from the configuration, adds the hub to it and runs it
-// until ctx ends.
-func run(ctx context.Context, cfg *hub.Config) error {
+// until ctx ends. pprofAddr, when set, serves net/http/pprof.
+func run(ctx context.Context, cfg *hub.Config, pprofAddr string) error {
 	rc, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("management cluster: %w", err)
@@ -90,6 +91,7 @@ func run(ctx context.Context, cfg *hub.Config) error {
 		Cache:                         hub.CacheOptions(opts),
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        cfg.Telemetry.HealthAddr,
+		PprofBindAddress:              pprofAddr,
 		LeaderElection:                *le.Enabled,
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       le.Namespace,

@@ -95,9 +95,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}
+	// The per-region objects are cached without their managedFields: the hub never reads them
+	// (it writes by server-side apply and compares the fields it renders), and on objects that
+	// the hub and an agent both write they are most of an object's cached size.
 	objects, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		DefaultLabelSelector: labels.NewSelector().Add(*owned),
+		DefaultTransform:     cache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return fmt.Errorf("hub: the per-region objects' cache: %w", err)
