@@ -800,7 +800,9 @@ func TestHubImpersonation(t *testing.T) {
 	appliedFalse(t, c, ns, "grant", "forbidden", "ServiceAccount "+ns+"/placer (spec.serviceAccountName)", "rolebindings")
 	appliedFalse(t, c, ns, "readonly", "forbidden", "ServiceAccount "+ns+"/reader (spec.serviceAccountName)")
 	appliedFalse(t, c, ns, "nameless", "spec.serviceAccountName", "defaultServiceAccountName")
-	appliedFalse(t, c, other, "elsewhere", "cannot impersonate", "serviceaccounts")
+	// The API server names the impersonation it refused as "impersonate ... serviceaccounts" or,
+	// with constrained impersonation, "impersonate-on:serviceaccount:<verb>".
+	appliedFalse(t, c, other, "elsewhere", "cannot impersonate", "serviceaccount")
 
 	// Nothing of theirs was written, and stays so.
 	testenv.Consistently(t, "no refused object written", 3*time.Second, func() error {
