@@ -5,7 +5,8 @@
 // providers implement Fleet: local (real kube-apiserver, etcd and kube-controller-manager
 // processes, the agent binary as 2 processes per region, every identity enforced by
 // impersonation; runs everywhere, CI included) and kind (clusters from sigs.k8s.io/kind, the image
-// built and loaded; needs Docker: make test-e2e-kind).
+// built and loaded; needs Docker: make test-e2e-kind). Both run the hub on management from
+// deploy/kustomize/hub (2 replicas, its own ServiceAccount) for the Distribution scenario.
 package e2e
 
 import (
@@ -14,11 +15,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/deploy"
+	"github.com/regionsync/regionsync/internal/hub"
 )
 
 // Fleet is what the scenarios need from a provider.
@@ -40,6 +46,16 @@ type Fleet interface {
 	AgentIdentities(region string) (local, management client.Client, err error)
 	// AgentLogs returns the logs of every running agent replica of every region so far.
 	AgentLogs() (string, error)
+	// StopAgents stops every agent replica of region (SIGTERM, as scaling its Deployment to
+	// zero does): they release the shard Lease and stop renewing it.
+	StopAgents(ctx context.Context, region string) error
+	// StartAgents starts region's agent replicas again after StopAgents.
+	StartAgents(ctx context.Context, region string) error
+	// ManagementAs is a client on management acting as user (with groups), for RBAC and the
+	// admission policies to judge as they would that user's own requests.
+	ManagementAs(user string, groups ...string) (client.Client, error)
+	// HubLogs returns the logs of every hub replica (deploy/kustomize/hub on management).
+	HubLogs() (string, error)
 }
 
 // Regions deployed at the start of every e2e run.
@@ -124,4 +140,46 @@ func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructur
 		}
 	}
 	return nil
+}
+
+// The hub's identity on management (deploy/kustomize/hub) and the ConfigMap its configuration
+// is generated into.
+const (
+	hubServiceAccount = "regionsync-hub"
+	hubConfigMap      = "regionsync-hub-config"
+)
+
+// HubLivenessGrace is the liveness grace of the hub the e2e runs (the overlay ships 20s): a
+// region whose agents stop (and release their shard Lease, which then lasts 1s) is judged
+// silent within seconds, so the scenario waits on the hub, not on a sleep.
+const HubLivenessGrace = 2 * time.Second
+
+// RenderHub renders deploy/kustomize/hub and returns its objects with the configuration in its
+// ConfigMap changed for the e2e (HubLivenessGrace), and that configuration.
+func RenderHub(deployDir string) ([]*unstructured.Unstructured, *hub.Config, error) {
+	objs, err := deploy.Render(filepath.Join(deployDir, "kustomize", "hub"))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, o := range objs {
+		// The generator appends a content hash to the name.
+		if o.GetKind() != "ConfigMap" || !strings.HasPrefix(o.GetName(), hubConfigMap) {
+			continue
+		}
+		data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
+		cfg, err := hub.ParseConfig([]byte(data))
+		if err != nil {
+			return nil, nil, fmt.Errorf("ConfigMap %s: %w", o.GetName(), err)
+		}
+		cfg.Liveness.Grace = metav1.Duration{Duration: HubLivenessGrace}
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := unstructured.SetNestedField(o.Object, string(out), "data", "config.yaml"); err != nil {
+			return nil, nil, err
+		}
+		return objs, cfg, nil
+	}
+	return nil, nil, fmt.Errorf("no ConfigMap %s in deploy/kustomize/hub", hubConfigMap)
 }

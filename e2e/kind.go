@@ -15,11 +15,13 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -36,6 +38,9 @@ import (
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/testenv"
 )
+
+// hubOverlay is the hub's overlay under deploy/.
+const hubOverlay = "kustomize/hub"
 
 // KindPrefix starts the name of every kind cluster the provider creates.
 const KindPrefix = "regionsync-"
@@ -140,6 +145,9 @@ func PlanKind(regions []string, image string, opts KindOptions) KindPlan {
 	p.Steps = append(p.Steps,
 		Step{Cluster: mgmt, Action: "apply", Path: "crds/demo"},
 		Step{Cluster: mgmt, Action: "apply", Path: "kustomize/management"},
+		// The hub runs from the same image (its binary is /hub) with the e2e's liveness grace.
+		Step{Cluster: mgmt, Action: "load-image"},
+		Step{Cluster: mgmt, Action: "apply", Path: hubOverlay},
 	)
 	for _, r := range regions {
 		p.Steps = append(p.Steps, p.regionSteps(r)...)
@@ -281,6 +289,9 @@ func (f *KindFleet) step(ctx context.Context, s Step) error {
 		return f.loadImage(s.Cluster)
 	case "apply":
 		objs, err := deploy.Render(filepath.Join(f.DeployDir, s.Path))
+		if s.Path == hubOverlay {
+			objs, _, err = RenderHub(f.DeployDir)
+		}
 		if err != nil {
 			return err
 		}
@@ -513,31 +524,82 @@ const agentPods = "app.kubernetes.io/name=regionsync-agent"
 // AgentLogs implements Fleet: the logs of every agent pod's containers, read from the API server
 // (kubectl logs). A region without a running agent pod is an error, never an empty log.
 func (f *KindFleet) AgentLogs() (string, error) {
-	ctx := context.Background()
 	var b strings.Builder
 	for _, r := range f.regions {
-		cs, err := kubernetes.NewForConfig(f.configs[kindName(r)])
-		if err != nil {
+		if err := podLogs(f.configs[kindName(r)], agentPods, r, &b); err != nil {
 			return "", err
-		}
-		pods, err := cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentPods})
-		if err != nil {
-			return "", fmt.Errorf("listing the agent pods of %s: %w", r, err)
-		}
-		if len(pods.Items) == 0 {
-			return "", fmt.Errorf("no agent pod (%s) in %s/%s", agentPods, r, agentNamespace)
-		}
-		for _, pod := range pods.Items {
-			for _, c := range pod.Spec.Containers {
-				data, err := cs.CoreV1().Pods(agentNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
-				if err != nil {
-					return "", fmt.Errorf("logs of %s/%s container %s in %s: %w", agentNamespace, pod.Name, c.Name, r, err)
-				}
-				b.Write(data)
-			}
 		}
 	}
 	return b.String(), nil
+}
+
+// hubPods selects the hub's pods (deploy/kustomize/hub).
+const hubPods = "app.kubernetes.io/name=regionsync-hub"
+
+// HubLogs implements Fleet: the logs of every hub pod on management.
+func (f *KindFleet) HubLogs() (string, error) {
+	var b strings.Builder
+	if err := podLogs(f.configs[kindName("")], hubPods, "management", &b); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// podLogs writes the logs of every container of the pods selected in the agent namespace of a
+// cluster to b; no pod is an error.
+func podLogs(cfg *rest.Config, selector, clusterName string, b *strings.Builder) error {
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pods, err := cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return fmt.Errorf("listing the pods %s of %s: %w", selector, clusterName, err)
+	}
+	if len(pods.Items) == 0 {
+		return fmt.Errorf("no pod (%s) in %s/%s", selector, clusterName, agentNamespace)
+	}
+	for _, pod := range pods.Items {
+		for _, c := range pod.Spec.Containers {
+			data, err := cs.CoreV1().Pods(agentNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("logs of %s/%s container %s in %s: %w", agentNamespace, pod.Name, c.Name, clusterName, err)
+			}
+			b.Write(data)
+		}
+	}
+	return nil
+}
+
+// agentDeployment is the agent overlay's Deployment.
+const agentDeployment = "regionsync-agent"
+
+// StopAgents implements Fleet: the region's agent Deployment scaled to zero (its pods get
+// SIGTERM and release the shard Lease).
+func (f *KindFleet) StopAgents(ctx context.Context, region string) error {
+	return f.scaleAgents(ctx, region, 0)
+}
+
+// StartAgents implements Fleet: the agent Deployment scaled back to the overlay's 2 replicas.
+func (f *KindFleet) StartAgents(ctx context.Context, region string) error {
+	return f.scaleAgents(ctx, region, 2)
+}
+
+func (f *KindFleet) scaleAgents(ctx context.Context, region string, replicas int) error {
+	c, ok := f.clients[kindName(region)]
+	if !ok {
+		return fmt.Errorf("unknown region %s", region)
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: agentDeployment}}
+	return c.Patch(ctx, dep, client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))))
+}
+
+// ManagementAs implements Fleet: kind's admin impersonating user.
+func (f *KindFleet) ManagementAs(user string, groups ...string) (client.Client, error) {
+	c := rest.CopyConfig(f.configs[kindName("")])
+	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append([]string{"system:authenticated"}, groups...)}
+	return client.New(c, client.Options{Scheme: testenv.Scheme()})
 }
 
 // Stop deletes every kind cluster of the plan.

@@ -3,12 +3,17 @@
 package e2e
 
 import (
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+
+	"github.com/regionsync/regionsync/internal/deploy"
+	"github.com/regionsync/regionsync/internal/hub"
 )
 
 // The kind provider's plan, checked without Docker: cluster configs, kubeconfig Secrets and the
@@ -59,6 +64,12 @@ func TestKindPlan(t *testing.T) {
 	mgmtBase := index("regionsync-management", "apply", "kustomize/management")
 	if mgmtBase < lastCreate {
 		t.Errorf("management base applied (step %d) before every cluster exists (step %d)", mgmtBase, lastCreate)
+	}
+	// The hub runs on management from the image under test, after the base (its CRDs and
+	// namespace) is there.
+	hubLoad, hubApply := index("regionsync-management", "load-image", ""), index("regionsync-management", "apply", "kustomize/hub")
+	if hubLoad < 0 || hubApply < 0 || hubLoad > hubApply || hubApply < mgmtBase {
+		t.Errorf("management: base %d, image load %d, hub overlay %d", mgmtBase, hubLoad, hubApply)
 	}
 	for _, r := range Regions {
 		c := "regionsync-" + r
@@ -135,5 +146,52 @@ func TestKindPlanOptions(t *testing.T) {
 	}
 	if got := KindOptionsFromEnv(); got.Offline != strings.HasPrefix(got.NodeImage, "regionsync.local/") {
 		t.Errorf("KindOptionsFromEnv %+v", got)
+	}
+}
+
+// The hub overlay both providers deploy: the shipped configuration with the e2e's liveness grace
+// and nothing else changed.
+func TestRenderHub(t *testing.T) {
+	deployDir, err := RepoDeployDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, cfg, err := RenderHub(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Liveness.Grace.Duration != HubLivenessGrace {
+		t.Errorf("liveness grace %s, want %s", cfg.Liveness.Grace.Duration, HubLivenessGrace)
+	}
+	shipped, err := deploy.Render(filepath.Join(deployDir, "kustomize", "hub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != len(shipped) {
+		t.Fatalf("%d objects rendered, the overlay has %d", len(objs), len(shipped))
+	}
+	for i, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
+			got, err := hub.ParseConfig([]byte(data))
+			if err != nil {
+				t.Fatalf("the e2e's hub configuration: %v", err)
+			}
+			want, _, _ := unstructured.NestedString(shipped[i].Object, "data", "config.yaml")
+			base, err := hub.ParseConfig([]byte(want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			base.Liveness = got.Liveness
+			if !reflect.DeepEqual(got, base) {
+				t.Errorf("the e2e changed more than the liveness grace:\n%+v\n%+v", got, base)
+			}
+			continue
+		}
+		a, _ := o.MarshalJSON()
+		b, _ := shipped[i].MarshalJSON()
+		if string(a) != string(b) {
+			t.Errorf("%s %s changed", o.GetKind(), o.GetName())
+		}
 	}
 }

@@ -50,6 +50,7 @@ func TestKind(t *testing.T) {
 	}
 	t.Logf("kind: fleet deployed in %s", time.Since(start).Round(time.Second))
 	RunScenarios(t, f, deployCopy)
+	RunDistributionScenario(t, f)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Logf("kind e2e took %s", time.Since(start).Round(time.Second))
 }

@@ -13,8 +13,14 @@ import (
 	"syscall"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/otlpsink"
@@ -37,8 +43,10 @@ func regionServiceAccount(region string) string { return "region-" + region }
 // agent replica a separate bin/agent process that authenticates as the overlay's identities.
 type LocalFleet struct {
 	AgentBinary string
-	Dir         string
-	Log         func(string, ...any)
+	// HubBinary is the hub (cmd/hub), run as HubReplicas processes on management.
+	HubBinary string
+	Dir       string
+	Log       func(string, ...any)
 	// Traces receives what the agents (through OTEL_EXPORTER_OTLP_ENDPOINT, as a Deployment would
 	// set it) and the tenant operators export.
 	Traces *otlpsink.Receiver
@@ -48,6 +56,7 @@ type LocalFleet struct {
 	mu       sync.Mutex
 	regions  map[string]*localRegion
 	order    []string
+	hubs     []*testenv.Process
 	stopOnce sync.Once
 	cancel   context.CancelFunc
 	ctx      context.Context
@@ -58,15 +67,20 @@ type localRegion struct {
 	replicas []*localAgent
 }
 
+// HubReplicas is how many hub processes the local provider runs: the overlay's 2, one leading,
+// one a warm standby.
+const HubReplicas = 2
+
 type localAgent struct {
 	name               string
 	config, kubeconfig string
 	proc               *testenv.Process
 }
 
-// StartLocal starts management and the given regions, and deploys every region from deployDir.
-func StartLocal(ctx context.Context, agentBinary, dir, deployDir string, regions []string, log func(string, ...any)) (*LocalFleet, error) {
-	f := &LocalFleet{AgentBinary: agentBinary, Dir: dir, Log: log, regions: map[string]*localRegion{}}
+// StartLocal starts management and the given regions, deploys every region from deployDir, and
+// the hub (deploy/kustomize/hub) on management.
+func StartLocal(ctx context.Context, agentBinary, hubBinary, dir, deployDir string, regions []string, log func(string, ...any)) (*LocalFleet, error) {
+	f := &LocalFleet{AgentBinary: agentBinary, HubBinary: hubBinary, Dir: dir, Log: log, regions: map[string]*localRegion{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	var err error
 	if f.Traces, err = otlpsink.Start(otlpsink.Options{}); err != nil {
@@ -94,7 +108,68 @@ func StartLocal(ctx context.Context, agentBinary, dir, deployDir string, regions
 			return nil, err
 		}
 	}
+	if err := f.deployHub(ctx, deployDir); err != nil {
+		f.Stop()
+		return nil, err
+	}
 	return f, nil
+}
+
+// deployHub applies deploy/kustomize/hub on management and runs HubReplicas hub processes with
+// the overlay's configuration (local ports, HubLivenessGrace). They authenticate as the hub's
+// ServiceAccount with a token of it (TokenRequest, what the kubelet projects into the pod), not
+// as the admin impersonating it: the hub itself impersonates each Distribution's
+// ServiceAccount, which impersonation cannot nest, and its right to do so is part of what the
+// e2e proves.
+func (f *LocalFleet) deployHub(ctx context.Context, deployDir string) error {
+	objs, cfg, err := RenderHub(deployDir)
+	if err != nil {
+		return err
+	}
+	if err := Apply(ctx, f.mgmt.Client, objs); err != nil {
+		return fmt.Errorf("hub overlay: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(f.mgmt.Config)
+	if err != nil {
+		return err
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, hubServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(6 * 3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("a token of the hub's ServiceAccount: %w", err)
+	}
+	rc := rest.AnonymousClientConfig(f.mgmt.Config)
+	rc.BearerToken = tok.Status.Token
+	kubeconfig := filepath.Join(f.Dir, "hub-kubeconfig")
+	if err := testenv.WriteKubeconfig(kubeconfig, "management", rc); err != nil {
+		return err
+	}
+	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(f.Dir, "hub.yaml")
+	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
+		return err
+	}
+	for i := range HubReplicas {
+		name := fmt.Sprintf("hub-replica-%d", i)
+		logFile, err := os.Create(filepath.Join(f.Dir, name+".log"))
+		if err != nil {
+			return err
+		}
+		p, err := testenv.StartProcess(f.HubBinary, []string{"--config", cfgPath, "--kubeconfig", kubeconfig},
+			[]string{"POD_NAME=" + name}, logFile, func() { logFile.Close() })
+		if err != nil {
+			logFile.Close()
+			return fmt.Errorf("starting %s: %w", name, err)
+		}
+		f.hubs = append(f.hubs, p)
+	}
+	f.Log("hub deployed on management: %d replicas as %s (liveness grace %s)", HubReplicas,
+		testenv.ServiceAccountUser(agentNamespace, hubServiceAccount), cfg.Liveness.Grace.Duration)
+	return nil
 }
 
 // Stop stops every agent, tenant operator and cluster.
@@ -105,6 +180,9 @@ func (f *LocalFleet) Stop() {
 			for _, a := range r.replicas {
 				a.kill(syscall.SIGTERM)
 			}
+		}
+		for _, h := range f.hubs {
+			h.Stop(syscall.SIGTERM, 20*time.Second)
 		}
 		f.mu.Unlock()
 		f.cancel()
@@ -267,6 +345,63 @@ func (f *LocalFleet) AgentLogs() (string, error) {
 	var b strings.Builder
 	for _, p := range files {
 		data, err := os.ReadFile(p)
+		if err != nil {
+			return "", err
+		}
+		b.Write(data)
+	}
+	return b.String(), nil
+}
+
+// StopAgents implements Fleet: SIGTERM to every replica of region (each releases the shard Lease
+// it holds on its way out, as a pod deleted by a scale to zero does).
+func (f *LocalFleet) StopAgents(_ context.Context, region string) error {
+	f.mu.Lock()
+	r, ok := f.regions[region]
+	f.mu.Unlock()
+	if !ok {
+		return errors.New("unknown region " + region)
+	}
+	for _, a := range r.replicas {
+		a.kill(syscall.SIGTERM)
+	}
+	return nil
+}
+
+// StartAgents implements Fleet: every stopped replica of region is replaced by a new process
+// with the same configuration and identity.
+func (f *LocalFleet) StartAgents(_ context.Context, region string) error {
+	f.mu.Lock()
+	r, ok := f.regions[region]
+	f.mu.Unlock()
+	if !ok {
+		return errors.New("unknown region " + region)
+	}
+	for i, a := range r.replicas {
+		if a.proc.Alive() {
+			continue
+		}
+		repl, err := f.startAgent(a.name+"-restarted", a.config, a.kubeconfig)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		r.replicas[i] = repl
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// ManagementAs implements Fleet: the admin impersonating user.
+func (f *LocalFleet) ManagementAs(user string, groups ...string) (client.Client, error) {
+	return client.New(f.mgmt.ImpersonatingConfig(user, groups...), client.Options{Scheme: testenv.Scheme()})
+}
+
+// HubLogs implements Fleet: every hub replica's log file.
+func (f *LocalFleet) HubLogs() (string, error) {
+	var b strings.Builder
+	for i := range HubReplicas {
+		data, err := os.ReadFile(filepath.Join(f.Dir, fmt.Sprintf("hub-replica-%d.log", i)))
 		if err != nil {
 			return "", err
 		}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,11 +28,15 @@ func TestLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hubBin, err := testenv.BuildHub(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deployCopy, err := CopyDeployTree(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := StartLocal(context.Background(), bin, dir, deployCopy, Regions, t.Logf)
+	f, err := StartLocal(context.Background(), bin, hubBin, dir, deployCopy, Regions, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +50,16 @@ func TestLocal(t *testing.T) {
 					}
 				}
 			}
+			for i := range HubReplicas {
+				if data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("hub-replica-%d.log", i))); err == nil {
+					t.Logf("--- hub-replica-%d (tail) ---\n%s", i, testenv.Tail(string(data), 3000))
+				}
+			}
 		}
 	})
 	t.Logf("fleet deployed in %s", time.Since(start).Round(100*time.Millisecond))
 	RunScenarios(t, f, deployCopy)
+	RunDistributionScenario(t, f)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Run("the regions' requests run under the management overlay's FlowSchema", func(t *testing.T) { flowSchemaInUse(t, f.mgmt.Config) })
 	t.Logf("local e2e took %s", time.Since(start).Round(100*time.Millisecond))

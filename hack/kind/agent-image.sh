@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# agent-image.sh builds the agent image with no registry at all: the agent and the demo tenant
-# operator are built on the host (CGO_ENABLED=0, static) and copied into a FROM scratch image that
+# agent-image.sh builds the agent image with no registry at all: the agent, the hub and the demo
+# tenant operator are built on the host (CGO_ENABLED=0, static) and copied into a FROM scratch image that
 # runs as 65532:65532 (non-root; the overlays' readOnlyRootFilesystem needs nothing writable but
 # the /tmp emptyDir they mount). `make docker-build` (the Dockerfile at the root, golang +
 # distroless) is the path where those base images can be pulled.
@@ -18,7 +18,7 @@ start=$SECONDS
 (
 	cd "$ROOT"
 	CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.Version=${version}" \
-		-o "$ctx/" ./cmd/agent ./cmd/tenant-operator
+		-o "$ctx/" ./cmd/agent ./cmd/hub ./cmd/tenant-operator
 )
 mkdir -p "$ctx/rootfs/etc" "$ctx/rootfs/tmp"
 chmod 1777 "$ctx/rootfs/tmp"

@@ -29,16 +29,22 @@ import (
 )
 
 // BuildAgent builds the agent binary (./cmd/agent) into dir and returns its path.
-func BuildAgent(dir string) (string, error) {
+func BuildAgent(dir string) (string, error) { return build(dir, "agent") }
+
+// BuildHub builds the hub binary (./cmd/hub) into dir and returns its path.
+func BuildHub(dir string) (string, error) { return build(dir, "hub") }
+
+// build builds ./cmd/<command> into dir and returns the binary's path.
+func build(dir, command string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/agent")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the agent: %w\n%s", err, out)
+	bin := filepath.Join(dir, command)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+command)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the %s: %w\n%s", command, err, out)
 	}
 	return bin, nil
 }
