@@ -51,6 +51,11 @@ func TestKind(t *testing.T) {
 	t.Logf("kind: fleet deployed in %s", time.Since(start).Round(time.Second))
 	RunScenarios(t, f, deployCopy)
 	RunDistributionScenario(t, f)
+	if !t.Run("add a region with namespace fan-out for ConfigMaps", func(t *testing.T) { AddFanOutRegion(t, f, deployCopy, FanOutRegion) }) {
+		t.FailNow()
+	}
+	RunRolloutScenario(t, f)
+	RunFanOutScenario(t, f, FanOutRegion)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Logf("kind e2e took %s", time.Since(start).Round(time.Second))
 }

@@ -43,7 +43,7 @@ func TestLocal(t *testing.T) {
 	t.Cleanup(func() {
 		f.Stop()
 		if t.Failed() {
-			for _, r := range append(Regions, "sa-east-1") {
+			for _, r := range append(Regions, "sa-east-1", FanOutRegion) {
 				for _, n := range []string{"-replica-0", "-replica-1"} {
 					if data, err := os.ReadFile(filepath.Join(dir, r+n+".log")); err == nil {
 						t.Logf("--- %s%s (tail) ---\n%s", r, n, testenv.Tail(string(data), 2000))
@@ -60,6 +60,11 @@ func TestLocal(t *testing.T) {
 	t.Logf("fleet deployed in %s", time.Since(start).Round(100*time.Millisecond))
 	RunScenarios(t, f, deployCopy)
 	RunDistributionScenario(t, f)
+	if !t.Run("add a region with namespace fan-out for ConfigMaps", func(t *testing.T) { AddFanOutRegion(t, f, deployCopy, FanOutRegion) }) {
+		t.FailNow()
+	}
+	RunRolloutScenario(t, f)
+	RunFanOutScenario(t, f, FanOutRegion)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Run("the regions' requests run under the management overlay's FlowSchema", func(t *testing.T) { flowSchemaInUse(t, f.mgmt.Config) })
 	t.Logf("local e2e took %s", time.Since(start).Round(100*time.Millisecond))
