@@ -16,7 +16,8 @@ import (
 
 // TestKind runs the scenarios on kind clusters (needs Docker): make test-e2e-kind. With
 // KIND_NODE_IMAGE=regionsync.local/... (make kind-node-image) nothing is pulled from a registry.
-// KIND_REGIONS (default 2) is how many of Regions start; the add-a-region scenario adds one more.
+// KIND_REGIONS (default 2) is how many of Regions start; the add-a-region scenario adds one more
+// and AddFanOutRegion another (FanOutRegion, ConfigMaps fanned out).
 // KIND_KEEP_CLUSTERS=1 keeps the clusters of a failed run for inspection.
 func TestKind(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())

@@ -18,7 +18,7 @@ import (
 )
 
 // TestLocal deploys management + 3 regions from the overlays on local control planes and runs
-// every scenario.
+// every scenario (which add 2 more: the add-a-region scenario's and FanOutRegion).
 func TestLocal(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())

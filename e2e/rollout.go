@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,6 +104,7 @@ func RunRolloutScenario(t *testing.T, f Fleet) {
 		})
 		stable = s.waitComplete(t, "v2")
 		s.checkWaveEvents(t, stable)
+		waitHubEvent(t, f.Management(), rolloutNamespace, rolloutName, corev1.EventTypeNormal, hub.EventRolloutComplete)
 	})
 	if stable == "" {
 		t.Fatal("no stable revision: the good rollout did not complete")
@@ -116,8 +118,8 @@ func RunRolloutScenario(t *testing.T, f Fleet) {
 		if !slices.Equal(halt.Regions, waves[0]) {
 			t.Errorf("halted naming %v, want the first wave %v", halt.Regions, waves[0])
 		}
-		waitHubEvent(t, f.Management(), rolloutNamespace, rolloutName, "Warning", hub.EventRolloutHalted)
-		waitHubEvent(t, f.Management(), rolloutNamespace, rolloutName, "Warning", hub.EventRolledBack)
+		waitHubEvent(t, f.Management(), rolloutNamespace, rolloutName, corev1.EventTypeWarning, hub.EventRolloutHalted)
+		waitHubEvent(t, f.Management(), rolloutNamespace, rolloutName, corev1.EventTypeWarning, hub.EventRolledBack)
 		// Only the first wave was ever updated: no Event starts a later wave of the bad revision.
 		if n := s.waveStarts(t, halt.Revision); len(n) != 1 || n[0].wave != 1 {
 			t.Errorf("waves started for the bad revision %s: %+v, want wave 1 only", halt.Revision, n)
@@ -302,7 +304,7 @@ func (s *rolloutScenario) waitHalted(t *testing.T, reason, region, stable string
 		}
 		c := meta.FindStatusCondition(d.Status.Conditions, regionsyncv1alpha1.DistributionHalted)
 		if c == nil || c.Status != metav1.ConditionTrue || st.Halt == nil {
-			return fmt.Errorf("Halted %+v, rollout %+v", c, st)
+			return fmt.Errorf("condition Halted %+v, rollout %+v", c, st)
 		}
 		if st.Halt.Reason != reason || !slices.Contains(st.Halt.Regions, region) || !st.Halt.RolledBack || st.Halt.Revision != st.UpdateRevision || st.CurrentRevision != stable {
 			return fmt.Errorf("halt %+v, rollout stable %s update %s; want %s naming %s, rolled back to %s", st.Halt, st.CurrentRevision, st.UpdateRevision, reason, region, stable)
@@ -348,7 +350,7 @@ func (s *rolloutScenario) waveEvents(t *testing.T, reason, rev string) []waveEve
 			byWave[k] = at // a repeated Event (another reconcile, the other hub replica): the first
 		}
 	}
-	var out []waveEvent
+	out := make([]waveEvent, 0, len(byWave))
 	for k, at := range byWave {
 		out = append(out, waveEvent{wave: k, at: at})
 	}
