@@ -18,11 +18,13 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
@@ -37,12 +39,33 @@ const FanOutRegion = "me-central-1"
 // fanOutLabel is the label of the region's namespaces the fanned-out ConfigMap selects.
 const fanOutLabel = "e2e.regionsync.dev/ca-bundle"
 
-// AddFanOutRegion writes the overlays of region name with new-region.sh into deployCopy, turns
-// on namespace fan-out for ConfigMaps in them the way docs/operations.md tells an operator to
-// (the kind in the agent's config.yaml with fanOut enabled, the RBAC add-on
-// deploy/kustomize/agent-fanout in the agent overlay, the kind readable by the region's identity
-// on management and under the isolation policy), and deploys the region.
+// AddFanOutRegion writes the overlays of region name with fan-out for ConfigMaps
+// (WriteFanOutOverlays) and deploys the region.
 func AddFanOutRegion(t *testing.T, f Fleet, deployCopy, name string) {
+	t.Helper()
+	ctx := context.Background()
+	WriteFanOutOverlays(t, f, deployCopy, name)
+	if err := f.AddRegion(ctx, name, deployCopy); err != nil {
+		t.Fatalf("adding %s: %v", name, err)
+	}
+	waitShardHolder(t, f, name)
+}
+
+// waitShardHolder waits until an agent of region holds its shard Lease.
+func waitShardHolder(t *testing.T, f Fleet, region string) {
+	t.Helper()
+	testenv.Eventually(t, region+"'s agents hold its shard Lease", 2*time.Minute, func() error {
+		_, err := regionLeaseHolder(context.Background(), f, region)
+		return err
+	})
+}
+
+// WriteFanOutOverlays writes the overlays of region name with new-region.sh into deployCopy and
+// turns on namespace fan-out for ConfigMaps in them the way docs/operations.md tells an
+// operator to (the kind in the agent's config.yaml with fanOut enabled, the RBAC add-on
+// deploy/kustomize/agent-fanout in the agent overlay, the kind readable by the region's identity
+// on management and under the isolation policy, whose change it applies).
+func WriteFanOutOverlays(t *testing.T, f Fleet, deployCopy, name string) {
 	t.Helper()
 	ctx := context.Background()
 	script := filepath.Join(deployCopy, "..", "scripts", "new-region.sh")
@@ -95,8 +118,13 @@ subjects:
 	}
 	edit(filepath.Join(dir, "management", "kustomization.yaml"), "  - rbac.yaml\n", "  - rbac.yaml\n  - configmaps.yaml\n")
 	// ...and the isolation policy judges its ConfigMap writes as it does every synced kind's.
-	edit(filepath.Join(deployCopy, "kustomize", "management", "admission.yaml"), "        resources: [tenants, tenants/status]\n",
-		"        resources: [tenants, tenants/status]\n      - apiGroups: [\"\"]\n        apiVersions: [\"*\"]\n        operations: [CREATE, UPDATE, DELETE]\n        resources: [configmaps]\n")
+	admission := filepath.Join(deployCopy, "kustomize", "management", "admission.yaml")
+	if data, err := os.ReadFile(admission); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(string(data), "resources: [configmaps]") {
+		edit(admission, "        resources: [tenants, tenants/status]\n",
+			"        resources: [tenants, tenants/status]\n      - apiGroups: [\"\"]\n        apiVersions: [\"*\"]\n        operations: [CREATE, UPDATE, DELETE]\n        resources: [configmaps]\n")
+	}
 	base, err := deploy.Render(filepath.Join(deployCopy, "kustomize", "management"))
 	if err != nil {
 		t.Fatal(err)
@@ -104,13 +132,6 @@ subjects:
 	if err := Apply(ctx, f.Management(), base); err != nil {
 		t.Fatalf("management base with ConfigMaps under the isolation policy: %v", err)
 	}
-	if err := f.AddRegion(ctx, name, deployCopy); err != nil {
-		t.Fatalf("adding %s: %v", name, err)
-	}
-	testenv.Eventually(t, name+"'s agents hold its shard Lease", 2*time.Minute, func() error {
-		_, err := regionLeaseHolder(ctx, f, name)
-		return err
-	})
 }
 
 // RunFanOutScenario runs namespace fan-out on region (added by AddFanOutRegion): a ConfigMap
@@ -255,4 +276,119 @@ func regionLeaseHolder(ctx context.Context, f Fleet, region string) (string, err
 		return "", errors.New("no holder")
 	}
 	return holder, nil
+}
+
+// SameClusterRegion is the region whose cluster is management itself (the local provider's
+// AddSameClusterRegion), with ConfigMap fan-out as FanOutRegion has.
+const SameClusterRegion = "local"
+
+// RunSameClusterScenario runs regionsync inside one cluster (management is region's cluster; its
+// agent runs, holding the shard): a Distribution with spec.source naming an existing ConfigMap
+// and spec.namespaces "*" puts one copy of it into every namespace of the agent's scope (the
+// shard's namespace prefix) but the source's own, a namespace created later gets its copy, and
+// deleting the Distribution removes every copy, the source untouched.
+func RunSameClusterScenario(t *testing.T, f Fleet, region string) {
+	ctx := context.Background()
+	keys := shard.NewKeys("regionsync.dev")
+	mgmt := f.Management()
+	const ns, name, prefix = "tenant-single", "single-ca", "tenant-"
+	data := map[string]string{"ca.crt": "-----BEGIN CERTIFICATE----- one cluster"}
+	author, err := f.ManagementAs(distAuthor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitShardHolder(t, f, region)
+	s := &distScenario{f: f, keys: keys, author: author}
+	s.tenantNamespace(t, ns, nil, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
+	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	if err := mgmt.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	// copies says why the copies are not exactly one in every namespace of the scope but ns.
+	copies := func() error {
+		nss := &corev1.NamespaceList{}
+		if err := mgmt.List(ctx, nss); err != nil {
+			return err
+		}
+		var want []string
+		for _, n := range nss.Items {
+			if strings.HasPrefix(n.Name, prefix) && n.Name != ns && n.DeletionTimestamp == nil {
+				want = append(want, n.Name)
+			}
+		}
+		cms := &corev1.ConfigMapList{}
+		if err := mgmt.List(ctx, cms, client.HasLabels{keys.FanOutSource}); err != nil {
+			return err
+		}
+		var have []string
+		for _, cm := range cms.Items {
+			if cm.Name != name || !maps.Equal(cm.Data, data) {
+				return fmt.Errorf("copy %s/%s holds %v", cm.Namespace, cm.Name, cm.Data)
+			}
+			have = append(have, cm.Namespace)
+		}
+		slices.Sort(want)
+		slices.Sort(have)
+		if !slices.Equal(have, want) {
+			return fmt.Errorf("copies in %v, want every namespace of the scope but %s: %v", have, ns, want)
+		}
+		return nil
+	}
+	d := &regionsyncv1alpha1.Distribution{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: regionsyncv1alpha1.DistributionSpec{
+			Source:             &regionsyncv1alpha1.DistributionSource{APIVersion: "v1", Kind: "ConfigMap", Name: name},
+			Namespaces:         "*",
+			Placement:          regionsyncv1alpha1.Placement{Regions: []string{region}},
+			ServiceAccountName: placerServiceAccount,
+		},
+	}
+	if err := author.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "a copy in every namespace of the agent's scope but the source's", 2*time.Minute, copies)
+	testenv.Eventually(t, "the Distribution's region current", 2*time.Minute, func() error {
+		d := s.get(ctx, ns, name)
+		if d == nil {
+			return errors.New("no Distribution")
+		}
+		if e := statusEntry(d, region); e == nil || e.State != regionsyncv1alpha1.PlacementApplied || !e.Current {
+			return fmt.Errorf("%s's entry %+v", region, e)
+		}
+		return nil
+	})
+	later := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "single-later"}}
+	if err := mgmt.Create(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the namespace created later gets its copy", 2*time.Minute, func() error {
+		if err := mgmt.Get(ctx, client.ObjectKey{Namespace: later.Name, Name: name}, &corev1.ConfigMap{}); err != nil {
+			return err
+		}
+		return copies()
+	})
+	if err := author.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "deleting the Distribution removes every copy and its per-region object", 2*time.Minute, func() error {
+		cms := &corev1.ConfigMapList{}
+		if err := mgmt.List(ctx, cms, client.HasLabels{keys.FanOutSource}); err != nil {
+			return err
+		}
+		if len(cms.Items) != 0 {
+			return fmt.Errorf("%d copies left, one in %s", len(cms.Items), cms.Items[0].Namespace)
+		}
+		if err := mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-" + region}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the per-region object: %v", err)
+		}
+		if s.get(ctx, ns, name) != nil {
+			return errors.New("the Distribution still exists")
+		}
+		return nil
+	})
+	live := &corev1.ConfigMap{}
+	if err := mgmt.Get(ctx, client.ObjectKeyFromObject(src), live); err != nil || !maps.Equal(live.Data, data) {
+		t.Fatalf("the source after the Distribution's deletion: %v, %v", err, live.Data)
+	}
 }

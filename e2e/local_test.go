@@ -43,7 +43,7 @@ func TestLocal(t *testing.T) {
 	t.Cleanup(func() {
 		f.Stop()
 		if t.Failed() {
-			for _, r := range append(Regions, "sa-east-1", FanOutRegion) {
+			for _, r := range append(Regions, "sa-east-1", FanOutRegion, SameClusterRegion) {
 				for _, n := range []string{"-replica-0", "-replica-1"} {
 					if data, err := os.ReadFile(filepath.Join(dir, r+n+".log")); err == nil {
 						t.Logf("--- %s%s (tail) ---\n%s", r, n, testenv.Tail(string(data), 2000))
@@ -67,5 +67,13 @@ func TestLocal(t *testing.T) {
 	RunFanOutScenario(t, f, FanOutRegion)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Run("the regions' requests run under the management overlay's FlowSchema", func(t *testing.T) { flowSchemaInUse(t, f.mgmt.Config) })
+	// Last: the region on management itself is not one the scenarios above go over.
+	t.Run("namespace fan-out in one cluster: a Distribution's spec.source into every namespace", func(t *testing.T) {
+		WriteFanOutOverlays(t, f, deployCopy, SameClusterRegion)
+		if err := f.AddSameClusterRegion(context.Background(), SameClusterRegion, deployCopy); err != nil {
+			t.Fatal(err)
+		}
+		RunSameClusterScenario(t, f, SameClusterRegion)
+	})
 	t.Logf("local e2e took %s", time.Since(start).Round(100*time.Millisecond))
 }
