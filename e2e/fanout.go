@@ -298,6 +298,19 @@ func RunSameClusterScenario(t *testing.T, f Fleet, region string) {
 		t.Fatal(err)
 	}
 	waitShardHolder(t, f, region)
+	// The hub reads the per-region objects and the sources of every kind Distributions place:
+	// ConfigMaps, added as deploy/kustomize/hub's RBAC tells an operator to.
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "regionsync-hub-configmaps"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "regionsync-hub-configmaps"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "regionsync-hub-configmaps"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: hubServiceAccount}}},
+	} {
+		if err := mgmt.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
 	s := &distScenario{f: f, keys: keys, author: author}
 	s.tenantNamespace(t, ns, nil, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
 		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
