@@ -62,9 +62,10 @@ func waitShardHolder(t *testing.T, f Fleet, region string) {
 
 // WriteFanOutOverlays writes the overlays of region name with new-region.sh into deployCopy and
 // turns on namespace fan-out for ConfigMaps in them the way docs/operations.md tells an
-// operator to (the kind in the agent's config.yaml with fanOut enabled, the RBAC add-on
-// deploy/kustomize/agent-fanout in the agent overlay, the kind readable by the region's identity
-// on management and under the isolation policy, whose change it applies).
+// operator to (the kind in the agent's config.yaml with fanOut enabled and in the Region's
+// registered shard, the RBAC add-on deploy/kustomize/agent-fanout in the agent overlay, the kind
+// readable by the region's identity on management and under the isolation policy, whose change
+// it applies).
 func WriteFanOutOverlays(t *testing.T, f Fleet, deployCopy, name string) {
 	t.Helper()
 	ctx := context.Background()
@@ -91,7 +92,8 @@ func WriteFanOutOverlays(t *testing.T, f Fleet, deployCopy, name string) {
 		"  - ../../../kustomize/agent\n  - ../../../kustomize/agent-fanout\n")
 	edit(filepath.Join(dir, "agent", "config.yaml"), "\nresources:\n",
 		"\nresources:\n  - version: v1\n    kind: ConfigMap\n    fanOut: {enabled: true}\n")
-	// Management: the region's identity reads ConfigMaps and writes its finalizer and report on
+	// Management: the Region's registered shard lists the kind (the agent claims only the shard
+	// registered), the region's identity reads ConfigMaps and writes its finalizer and report on
 	// those labelled for it (its own ClusterRole, beside the others its overlay binds)...
 	rbac := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -113,6 +115,7 @@ roleRef:
 subjects:
   - {kind: ServiceAccount, name: region-%[1]s, namespace: regionsync-system}
 `, name)
+	edit(filepath.Join(dir, "management", "region.yaml"), "    kinds: [Tenant.demo.regionsync.dev]\n", "    kinds: [Tenant.demo.regionsync.dev, ConfigMap]\n")
 	if err := os.WriteFile(filepath.Join(dir, "management", "configmaps.yaml"), []byte(rbac), 0o600); err != nil {
 		t.Fatal(err)
 	}
