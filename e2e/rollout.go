@@ -399,5 +399,9 @@ func (s *rolloutScenario) checkWaveEvents(t *testing.T, rev string) {
 			t.Errorf("wave %d started %s after wave %d, less than the soak %s", k+1, gap, k, rolloutSoak)
 		}
 	}
-	t.Logf("rollout of %s: waves started at %v", rev, started)
+	offsets := make([]string, 0, len(started))
+	for _, w := range started {
+		offsets = append(offsets, fmt.Sprintf("wave %d +%s", w.wave, w.at.Sub(started[0].at).Round(10*time.Millisecond)))
+	}
+	t.Logf("rollout of %s: %s (soak %s)", rev, strings.Join(offsets, ", "), rolloutSoak)
 }
