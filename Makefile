@@ -24,7 +24,7 @@ test: control-plane build test-rules ## Unit and integration tests against real 
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 E2E_TIMEOUT ?= 20m
-test-e2e: control-plane ## End-to-end scenarios on the local provider (management + 3 regions, agents as processes).
+test-e2e: control-plane ## End-to-end scenarios on the local provider (management + 3 regions, 2 added by the scenarios; agents and the hub as processes).
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/
 
 # kind: hack/kind/ builds a node image with no registry (Debian packages + Go module proxy), cached
@@ -35,7 +35,7 @@ KIND_NODE_IMAGE ?= regionsync.local/kind-node:$(KUBE_VERSION)
 kind-node-image: ## Build (first run; later runs reuse it) the offline kind node image into the local Docker.
 	hack/kind/node-image.sh
 
-test-e2e-kind: $(if $(filter regionsync.local/%,$(KIND_NODE_IMAGE)),kind-node-image) ## The same scenarios on kind clusters (management + 2 regions + 1 added; Docker is set up if missing).
+test-e2e-kind: $(if $(filter regionsync.local/%,$(KIND_NODE_IMAGE)),kind-node-image) ## The same scenarios on kind clusters (management + 2 regions + 2 added; Docker is set up if missing).
 	hack/kind/docker.sh
 	KIND_NODE_IMAGE=$(KIND_NODE_IMAGE) $(GO) test -tags e2e,kind -count=1 -timeout 60m -v -run 'TestKind$$' ./e2e/
 

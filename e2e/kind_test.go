@@ -16,7 +16,8 @@ import (
 
 // TestKind runs the scenarios on kind clusters (needs Docker): make test-e2e-kind. With
 // KIND_NODE_IMAGE=regionsync.local/... (make kind-node-image) nothing is pulled from a registry.
-// KIND_REGIONS (default 2) is how many of Regions start; the add-a-region scenario adds one more.
+// KIND_REGIONS (default 2) is how many of Regions start; the add-a-region scenario adds one more
+// and AddFanOutRegion another (FanOutRegion, ConfigMaps fanned out).
 // KIND_KEEP_CLUSTERS=1 keeps the clusters of a failed run for inspection.
 func TestKind(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
@@ -52,6 +53,11 @@ func TestKind(t *testing.T) {
 	RunScenarios(t, f, deployCopy)
 	RunDistributionScenario(t, f)
 	RunClusterProfileScenario(t, f)
+	if !t.Run("add a region with namespace fan-out for ConfigMaps", func(t *testing.T) { AddFanOutRegion(t, f, deployCopy, FanOutRegion) }) {
+		t.FailNow()
+	}
+	RunRolloutScenario(t, f)
+	RunFanOutScenario(t, f, FanOutRegion)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Logf("kind e2e took %s", time.Since(start).Round(time.Second))
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -202,6 +204,19 @@ func (a *localAgent) kill(sig syscall.Signal) { a.proc.Stop(sig, 20*time.Second)
 // deploy applies a region's management registration and agent overlay, runs the tenant operator
 // in the region, and starts two agent replicas with the overlay's configuration.
 func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Cluster, deployDir string) error {
+	return f.deployOn(ctx, region, c, deployDir, true)
+}
+
+// AddSameClusterRegion deploys region name (its overlays under deployDir) on the management
+// cluster itself: management is also the region, as when regionsync copies objects inside one
+// cluster. No tenant operator runs there (the Tenants on management are the regions' objects).
+// Call it after the scenarios that go over every region (Regions lists it).
+func (f *LocalFleet) AddSameClusterRegion(ctx context.Context, name, deployDir string) error {
+	return f.deployOn(ctx, name, f.mgmt, deployDir, false)
+}
+
+// deployOn is deploy, with or without the tenant operator in the region.
+func (f *LocalFleet) deployOn(ctx context.Context, region string, c *testenv.Cluster, deployDir string, operator bool) error {
 	ov, err := RenderRegion(deployDir, region)
 	if err != nil {
 		return err
@@ -209,7 +224,13 @@ func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Clust
 	if err := Apply(ctx, f.mgmt.Client, ov.Management); err != nil {
 		return fmt.Errorf("%s management registration: %w", region, err)
 	}
-	if err := Apply(ctx, c.Client, ov.Agent); err != nil {
+	agentObjs := ov.Agent
+	if c == f.mgmt { // management's base owns the namespace the agent shares with it
+		agentObjs = slices.DeleteFunc(slices.Clone(agentObjs), func(o *unstructured.Unstructured) bool {
+			return o.GetKind() == "Namespace" && o.GetName() == agentNamespace
+		})
+	}
+	if err := Apply(ctx, c.Client, agentObjs); err != nil {
 		return fmt.Errorf("%s agent overlay: %w", region, err)
 	}
 	cfg, err := deploy.AgentConfig(ov.Agent)
@@ -218,7 +239,7 @@ func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Clust
 	}
 	// The agent authenticates as the overlay's identities: its ServiceAccount in the region, the
 	// region's ServiceAccount on management. Only the shipped RBAC lets it do anything.
-	localKC, err := c.WriteImpersonatingKubeconfig("agent-kubeconfig", testenv.ServiceAccountUser(agentNamespace, agentServiceAccount),
+	localKC, err := c.WriteImpersonatingKubeconfig(region+"-agent-kubeconfig", testenv.ServiceAccountUser(agentNamespace, agentServiceAccount),
 		"system:serviceaccounts", "system:serviceaccounts:"+agentNamespace)
 	if err != nil {
 		return err
@@ -238,8 +259,10 @@ func (f *LocalFleet) deploy(ctx context.Context, region string, c *testenv.Clust
 	if err != nil {
 		return err
 	}
-	if err := f.startOperator(c, region); err != nil {
-		return err
+	if operator {
+		if err := f.startOperator(c, region); err != nil {
+			return err
+		}
 	}
 	r := &localRegion{cluster: c}
 	for i := range 2 {

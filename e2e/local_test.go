@@ -18,7 +18,7 @@ import (
 )
 
 // TestLocal deploys management + 3 regions from the overlays on local control planes and runs
-// every scenario.
+// every scenario (which add 2 more: the add-a-region scenario's and FanOutRegion).
 func TestLocal(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
@@ -43,7 +43,7 @@ func TestLocal(t *testing.T) {
 	t.Cleanup(func() {
 		f.Stop()
 		if t.Failed() {
-			for _, r := range append(Regions, "sa-east-1") {
+			for _, r := range append(Regions, "sa-east-1", FanOutRegion, SameClusterRegion) {
 				for _, n := range []string{"-replica-0", "-replica-1"} {
 					if data, err := os.ReadFile(filepath.Join(dir, r+n+".log")); err == nil {
 						t.Logf("--- %s%s (tail) ---\n%s", r, n, testenv.Tail(string(data), 2000))
@@ -61,7 +61,20 @@ func TestLocal(t *testing.T) {
 	RunScenarios(t, f, deployCopy)
 	RunDistributionScenario(t, f)
 	RunClusterProfileScenario(t, f)
+	if !t.Run("add a region with namespace fan-out for ConfigMaps", func(t *testing.T) { AddFanOutRegion(t, f, deployCopy, FanOutRegion) }) {
+		t.FailNow()
+	}
+	RunRolloutScenario(t, f)
+	RunFanOutScenario(t, f, FanOutRegion)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
 	t.Run("the regions' requests run under the management overlay's FlowSchema", func(t *testing.T) { flowSchemaInUse(t, f.mgmt.Config) })
+	// Last: the region on management itself is not one the scenarios above go over.
+	t.Run("namespace fan-out in one cluster: a Distribution's spec.source into every namespace", func(t *testing.T) {
+		WriteFanOutOverlays(t, f, deployCopy, SameClusterRegion)
+		if err := f.AddSameClusterRegion(context.Background(), SameClusterRegion, deployCopy); err != nil {
+			t.Fatal(err)
+		}
+		RunSameClusterScenario(t, f, SameClusterRegion)
+	})
 	t.Logf("local e2e took %s", time.Since(start).Round(100*time.Millisecond))
 }
