@@ -263,3 +263,33 @@ func TestFanOutSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestFanOutSecretShippedRBAC runs a Secret fan-out agent in the region as the agent's
+// ServiceAccount with exactly the shipped base RBAC, the fan-out add-on and its Secret
+// sub-directory (deploy/kustomize/agent-fanout/secrets): enough to fan an image-pull Secret out,
+// present and future namespaces, and to remove its copies with it.
+func TestFanOutSecretShippedRBAC(t *testing.T) {
+	t.Parallel()
+	agent := shippedAgentRBAC(t, "agent", "agent-fanout", "agent-fanout/secrets")
+	e := newEnv(t, withLocalConfig(agent), withConfig(func(c *config.AgentConfig) {
+		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "Secret", AllowPrivileged: true, FanOut: &config.FanOutConfig{Enabled: true}}}
+	}))
+	f := &fanOut{env: e, label: "fanout-" + e.name}
+	a, later := e.ns("a"), e.ns("later")
+	f.namespace(a, map[string]string{f.label: "yes"})
+	src := e.remoteNamespace("src")
+	key := types.NamespacedName{Namespace: src, Name: "pull" + e.suffix}
+	data := map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"cHVsbGVyOnB3"}}}`)}
+	if err := e.mgmt.Create(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Type: corev1.SecretTypeDockerConfigJson, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitSecretCopies(key, "pull", corev1.SecretTypeDockerConfigJson, data, []string{a}, []string{a})
+	f.namespace(later, map[string]string{f.label: "yes"})
+	f.waitSecretCopies(key, "pull", corev1.SecretTypeDockerConfigJson, data, []string{a, later}, []string{a, later})
+	if err := e.mgmt.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitSecretCopies(key, "pull", corev1.SecretTypeDockerConfigJson, data, []string{a, later}, nil)
+}
