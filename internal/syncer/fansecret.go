@@ -21,8 +21,8 @@ import (
 // a fan-out source (whatever its annotations), and in the region the agent writes and deletes only
 // its own fan-out copies: no unmarked Secret is listed, adopted or taken over.
 
-// ReasonSecretNotFannedOut: a management Secret of the shard does not ask for fan-out, or is one
-// the agent uploads; it is not copied into the region.
+// ReasonSecretNotFannedOut is the Warning event reason of a management Secret of the shard that
+// does not ask for fan-out, or is one the agent uploads: it is not copied into the region.
 const ReasonSecretNotFannedOut = "SecretNotFannedOut"
 
 // secretKind reports whether the reconciler's kind is the core Secret.

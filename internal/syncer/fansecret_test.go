@@ -38,10 +38,11 @@ func (f *fanOut) secretIn(ns, name string) *corev1.Secret {
 }
 
 // waitSecretCopies waits until exactly the namespaces in want (of those in all) hold a current
-// fan-out copy of the Secret source named name: its type and data, the region's mark and the
-// source's identity.
-func (f *fanOut) waitSecretCopies(source types.NamespacedName, name string, typ corev1.SecretType, data map[string][]byte, all, want []string) {
+// fan-out copy of the image-pull Secret source (under its local name, the suffix removed): its
+// type and data, the region's mark and the source's identity.
+func (f *fanOut) waitSecretCopies(source types.NamespacedName, data map[string][]byte, all, want []string) {
 	f.t.Helper()
+	name := strings.TrimSuffix(source.Name, f.suffix)
 	f.eventually(fmt.Sprintf("Secret copies of %s in exactly %v", source, want), func() error {
 		for _, ns := range all {
 			s := f.secretIn(ns, name)
@@ -54,7 +55,7 @@ func (f *fanOut) waitSecretCopies(source types.NamespacedName, name string, typ 
 			switch {
 			case s == nil:
 				return fmt.Errorf("no copy in %s", ns)
-			case s.Type != typ || !maps.EqualFunc(s.Data, data, bytes.Equal):
+			case s.Type != corev1.SecretTypeDockerConfigJson || !maps.EqualFunc(s.Data, data, bytes.Equal):
 				return fmt.Errorf("copy in %s has type %s and other data", ns, s.Type)
 			case s.Labels[f.keys.Region] != f.cfg.Region || s.Annotations[f.keys.FanOutSourceKey] != source.String() || s.Labels[f.keys.FanOutSource] == "":
 				return fmt.Errorf("copy in %s is not marked as the region's copy of %s: labels %v annotations %v", ns, source, s.Labels, s.Annotations)
@@ -137,7 +138,7 @@ func TestFanOutSecret(t *testing.T) {
 	e.tenant(up, "acme", "Acme")
 	e.start()
 
-	f.waitSecretCopies(pull, "pull", corev1.SecretTypeDockerConfigJson, data, all, []string{a, b})
+	f.waitSecretCopies(pull, data, all, []string{a, b})
 	e.eventually("the finalizer and the report on the source", func() error {
 		s := &corev1.Secret{}
 		if err := e.mgmt.Get(e.ctx, pull, s); err != nil {
@@ -185,7 +186,7 @@ func TestFanOutSecret(t *testing.T) {
 	if err := e.local.Delete(e.ctx, f.secretIn(b, "pull")); err != nil {
 		t.Fatal(err)
 	}
-	f.waitSecretCopies(pull, "pull", corev1.SecretTypeDockerConfigJson, data, all, []string{a, b})
+	f.waitSecretCopies(pull, data, all, []string{a, b})
 	e.waitEvent(e.mgmt, src, pull.Name, syncer.ReasonAdoptionRefused)
 
 	untouched := func() {
@@ -235,7 +236,7 @@ func TestFanOutSecret(t *testing.T) {
 	if err := e.mgmt.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pull.Namespace, Name: pull.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitSecretCopies(pull, "pull", corev1.SecretTypeDockerConfigJson, data, []string{a, b, d}, nil)
+	f.waitSecretCopies(pull, data, []string{a, b, d}, nil)
 	e.eventually("the source gone", func() error {
 		if err := e.mgmt.Get(e.ctx, pull, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("source still there: %v", err)
@@ -285,11 +286,11 @@ func TestFanOutSecretShippedRBAC(t *testing.T) {
 		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Type: corev1.SecretTypeDockerConfigJson, Data: data}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitSecretCopies(key, "pull", corev1.SecretTypeDockerConfigJson, data, []string{a}, []string{a})
+	f.waitSecretCopies(key, data, []string{a}, []string{a})
 	f.namespace(later, map[string]string{f.label: "yes"})
-	f.waitSecretCopies(key, "pull", corev1.SecretTypeDockerConfigJson, data, []string{a, later}, []string{a, later})
+	f.waitSecretCopies(key, data, []string{a, later}, []string{a, later})
 	if err := e.mgmt.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitSecretCopies(key, "pull", corev1.SecretTypeDockerConfigJson, data, []string{a, later}, nil)
+	f.waitSecretCopies(key, data, []string{a, later}, nil)
 }
