@@ -134,8 +134,7 @@ func (r *Reconciler) routeFanOut(ctx context.Context, s *scope) (bool, error) {
 	_, asked := r.fanOutSpec(s.remote)
 	_, known := r.fanOutKeys.Load(s.req.NamespacedName)
 	if r.secretKind() && !asked && !known {
-		r.refuseOrdinarySecret(ctx, s) // a Secret is never an ordinary copy
-		return true, nil
+		return true, r.refuseOrdinarySecret(ctx, s) // a Secret is never an ordinary copy
 	}
 	if !asked && !known || s.mapErr != nil {
 		return false, nil // an ordinary object; or an invalid name, which skipUnmappable reports

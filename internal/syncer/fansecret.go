@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -66,19 +67,26 @@ func (r *Reconciler) fanOutSpec(remote *unstructured.Unstructured) (string, bool
 }
 
 // refuseOrdinarySecret ends the pass of a management Secret that is not (or no longer) a fan-out
-// source and has no fan-out copies left: nothing is written or deleted for it on either side. A
+// source and has no fan-out copies left: nothing is written or deleted for it in the region. A
 // Secret the agent uploads is passed over silently unless it asks for fan-out; any other one is
-// refused with a Warning event on it. Names only: no data is ever logged or reported.
-func (r *Reconciler) refuseOrdinarySecret(ctx context.Context, s *scope) {
+// refused with a Warning event on it. The agent's finalizer, left from the time it fanned out, is
+// released (it has no copies to hold it for). Names only: no data is ever logged or reported.
+func (r *Reconciler) refuseOrdinarySecret(ctx context.Context, s *scope) error {
 	if s.remote == nil {
 		s.state = stateGone
-		return
+		return nil
+	}
+	if controllerutil.ContainsFinalizer(s.remote, r.Keys.Finalizer) {
+		if err := r.releaseFinalizer(ctx, s.remote, false); err != nil {
+			s.state = StatePending
+			return err
+		}
 	}
 	_, asked := s.remote.GetAnnotations()[r.Keys.FanOutNamespaces]
 	uploaded := r.isUploadedSecret(s.remote)
 	if uploaded && !asked {
 		s.state = stateGone // the region's own upload: not a shard object of this kind
-		return
+		return nil
 	}
 	msg := fmt.Sprintf("Secret %s does not ask for namespace fan-out (annotation %s); a Secret is never copied as an ordinary copy, nothing is written",
 		s.req.NamespacedName, r.Keys.FanOutNamespaces)
@@ -90,4 +98,5 @@ func (r *Reconciler) refuseOrdinarySecret(ctx context.Context, s *scope) {
 	r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
 	logr.FromContextOrDiscard(ctx).Info("Secret not synced", "reason", ReasonSecretNotFannedOut, "error", msg)
 	r.RemoteEvents.Eventf(s.remote, nil, corev1.EventTypeWarning, ReasonSecretNotFannedOut, "Sync", "%s", msg)
+	return nil
 }

@@ -294,3 +294,57 @@ func TestFanOutSecretShippedRBAC(t *testing.T) {
 	}
 	f.waitSecretCopies(key, data, []string{a, later}, nil)
 }
+
+// TestFanOutSecretTurnedOff: a Secret that stops asking for fan-out loses every copy, the one in
+// its mapped namespace too (a Secret has no ordinary copy), through the deletion budget (all at
+// once is held until released, as a selector typo would be), is refused from then on, and its
+// finalizer is released: deleting it on management is not held.
+func TestFanOutSecretTurnedOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
+		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "Secret", AllowPrivileged: true, FanOut: &config.FanOutConfig{Enabled: true}}}
+	}))
+	f := &fanOut{env: e, label: "fanout-" + e.name}
+	src, other := e.remoteNamespace("src"), e.ns("other")
+	f.namespace(src, map[string]string{f.label: "yes"})
+	f.namespace(other, map[string]string{f.label: "yes"})
+	key := types.NamespacedName{Namespace: src, Name: "pull" + e.suffix}
+	data := map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}
+	if err := e.mgmt.Create(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Type: corev1.SecretTypeDockerConfigJson, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitSecretCopies(key, data, []string{src, other}, []string{src, other})
+	s := &corev1.Secret{}
+	if err := e.mgmt.Get(e.ctx, key, s); err != nil {
+		t.Fatal(err)
+	}
+	before := s.DeepCopy()
+	delete(s.Annotations, e.keys.FanOutNamespaces)
+	if err := e.mgmt.Patch(e.ctx, s, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	// Every copy going at once is held by the deletion budget, as a selector typo would be; the
+	// region releases each copy.
+	e.waitEvent(e.local, other, "pull", syncer.ReasonDeletionHeld)
+	f.waitSecretCopies(key, data, []string{src, other}, []string{src, other})
+	for _, ns := range []string{src, other} {
+		c := f.secretIn(ns, "pull")
+		c.Annotations[e.keys.ReleaseDeletion] = "true"
+		if err := e.local.Update(e.ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitSecretCopies(key, data, []string{src, other}, nil)
+	e.waitEvent(e.mgmt, src, key.Name, syncer.ReasonSecretNotFannedOut)
+	e.eventually("the finalizer released", func() error {
+		if err := e.mgmt.Get(e.ctx, key, s); err != nil {
+			return err
+		}
+		if slices.Contains(s.Finalizers, e.keys.Finalizer) {
+			return fmt.Errorf("finalizers %v", s.Finalizers)
+		}
+		return nil
+	})
+}
