@@ -85,7 +85,8 @@ func eventMessages(f *fanOut, c client.Client, ns string) []string {
 // token, asking for fan-out all the same) is never copied down, a management Secret that does not
 // ask for fan-out is refused and nothing is written for it, and the region's Secrets that are not
 // fan-out copies (one in the way of a copy, one at an ordinary Secret's mapped name, the uploaded
-// token's local source) are never written or deleted. No Event and no report carries the data.
+// token's local source) are never written or deleted. No Event, log line or report carries the
+// data.
 func TestFanOutSecret(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withStartLater(), withConfig(func(c *config.AgentConfig) {
@@ -248,6 +249,15 @@ func TestFanOutSecret(t *testing.T) {
 		t.Fatal("the local token was deleted or written")
 	}
 
+	// No log line (every pass at verbosity 2, the refusals, the writes) carries the data.
+	if e.log.Count(`"resource"="Secret"`) == 0 {
+		t.Fatal("no log line of the Secret kind: the log check below would prove nothing")
+	}
+	for _, leak := range leaks {
+		if n := e.log.Count(leak); n > 0 {
+			t.Fatalf("%d agent log lines carry Secret data", n)
+		}
+	}
 	// No Event, on either cluster, carries the Secrets' data.
 	for _, c := range []struct {
 		c   client.Client
