@@ -307,6 +307,18 @@ func syncConfigMaps(objs []*unstructured.Unstructured) {
 	}
 }
 
+// fanOutSecrets gives every region what namespace fan-out of Secrets needs on management
+// (docs/operations.md#rbac-for-namespace-fan-out): read Secrets and patch them, never update.
+func fanOutSecrets(objs []*unstructured.Unstructured) {
+	role := Find(objs, "ClusterRole", "regionsync-region")
+	roleRules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	roleRules = append(roleRules, map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"},
+		"verbs": []any{"get", "list", "watch", "patch"}})
+	if err := unstructured.SetNestedSlice(role.Object, roleRules, "rules"); err != nil {
+		panic(err)
+	}
+}
+
 // TestRegionCredentialAllowList: as a region's real identity (the shipped overlays applied), the
 // region changes on the objects labelled for it what its agent writes — its sync finalizer (added
 // and removed), the generation annotations, the applied-content hash, the fan-out report (of
@@ -315,9 +327,15 @@ func syncConfigMaps(objs []*unstructured.Unstructured) {
 // admission policy, also what no rule names: an owner reference (the garbage collector would
 // delete the object for it), a label, generateName, any annotation of another key or domain, the
 // spec, and the content of a kind without spec (a ConfigMap's data, binaryData, immutable); its
-// deletion is refused by RBAC. The objects are as management wrote them afterwards.
+// deletion is refused by RBAC. With the rights namespace fan-out of Secrets needs, a fan-out
+// source Secret is claimed and reported on alike, and its data, type, labels and owners are not
+// the region's to change (policy), nor is it updated whole (RBAC). The objects are as management
+// wrote them afterwards.
 func TestRegionCredentialAllowList(t *testing.T) {
-	cluster, regionClients := shippedManagement(t, syncConfigMaps)
+	cluster, regionClients := shippedManagement(t, func(objs []*unstructured.Unstructured) {
+		syncConfigMaps(objs)
+		fanOutSecrets(objs)
+	})
 	admin := cluster.Client
 	ctx := context.Background()
 	const region = "us-east-1"
@@ -335,7 +353,11 @@ func TestRegionCredentialAllowList(t *testing.T) {
 	dropIn := &demov1alpha1.Tenant{ObjectMeta: meta("legacy"), Spec: demov1alpha1.TenantSpec{DisplayName: "Legacy", Plan: "team"}}
 	cm := &corev1.ConfigMap{ObjectMeta: meta("settings"), Data: map[string]string{"plan": "team"}}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-acme", Name: "tenant-token-" + region}}
-	for _, o := range []client.Object{tenant, dropIn, cm, secret} {
+	pull := &corev1.Secret{ObjectMeta: meta("pull"), Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"auth": []byte("registry")}}
+	pull.Annotations[keys.FanOutNamespaces] = "*"
+	otherPull := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-acme", Name: "pull-eu-west-1",
+		Labels: map[string]string{config.RegionLabel: "eu-west-1"}, Annotations: map[string]string{keys.FanOutNamespaces: "*"}}}
+	for _, o := range []client.Object{tenant, dropIn, cm, secret, pull, otherPull} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -395,10 +417,16 @@ func TestRegionCredentialAllowList(t *testing.T) {
 	upload.OwnerReferences = []metav1.OwnerReference{{APIVersion: demov1alpha1.GroupVersion.String(), Kind: "Tenant",
 		Name: tenant.Name, UID: fresh(tenant).GetUID(), Controller: ptr.To(true)}}
 	allowed("upload its Secret, controlled by its object", us.Update(ctx, upload))
+	allowed("claim a fan-out source Secret", claimWith(pull, keys.Finalizer))
+	allowed("write a Secret's applied-content hash and fan-out report", annotations(pull, map[string]string{keys.AppliedHash: "77ab", fanOutReport: `{"matching":3,"current":3}`}))
+	refused("claim another region's Secret", claimWith(otherPull, keys.Finalizer))
+	if err := refusedBy(us.Update(ctx, fresh(pull)), byRBAC, region); err != nil {
+		t.Errorf("region %s: update a fan-out source Secret whole: %v", region, err)
+	}
 
 	// Anything else, on the same objects.
 	before := map[client.Object]client.Object{}
-	for _, o := range []client.Object{tenant, dropIn, cm} {
+	for _, o := range []client.Object{tenant, dropIn, cm, pull, otherPull} {
 		before[o] = fresh(o)
 	}
 	for _, c := range []struct {
@@ -450,6 +478,24 @@ func TestRegionCredentialAllowList(t *testing.T) {
 		{"make a ConfigMap immutable", cm, func(o client.Object) error {
 			return us.Patch(ctx, o, merge(`{"immutable":true}`))
 		}},
+		{"change a Secret's data", pull, func(o client.Object) error {
+			return us.Patch(ctx, o, merge(`{"data":{"auth":"c3RvbGVu"}}`))
+		}},
+		{"add a Secret's stringData", pull, func(o client.Object) error {
+			return us.Patch(ctx, o, merge(`{"stringData":{"extra":"value"}}`))
+		}},
+		{"change a Secret's fan-out selector", pull, func(o client.Object) error {
+			return us.Patch(ctx, o, merge(`{"metadata":{"annotations":{"`+keys.FanOutNamespaces+`":"team=b"}}}`))
+		}},
+		{"label a Secret", pull, func(o client.Object) error {
+			return us.Patch(ctx, o, merge(`{"metadata":{"labels":{"example.com/tier":"gold"}}}`))
+		}},
+		{"give a Secret an owner", pull, func(o client.Object) error {
+			return us.Patch(ctx, o, merge(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"6d1f0c52-3c38-4b1a-9d2e-5a8d3c0b7e41"}]}}`))
+		}},
+		{"change another region's Secret", otherPull, func(o client.Object) error {
+			return us.Patch(ctx, o, merge(`{"metadata":{"annotations":{"`+fanOutReport+`":"{}"}}}`))
+		}},
 		{"give a ConfigMap an owner", cm, func(o client.Object) error {
 			return us.Patch(ctx, o, merge(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"6d1f0c52-3c38-4b1a-9d2e-5a8d3c0b7e41"}]}}`))
 		}},
@@ -483,7 +529,7 @@ func TestRegionCredentialAllowList(t *testing.T) {
 	for _, c := range []struct {
 		obj       client.Object
 		finalizer string
-	}{{tenant, keys.Finalizer}, {dropIn, dropInKeys.Finalizer}, {cm, keys.Finalizer}} {
+	}{{tenant, keys.Finalizer}, {dropIn, dropInKeys.Finalizer}, {cm, keys.Finalizer}, {pull, keys.Finalizer}} {
 		if err := admin.Delete(ctx, fresh(c.obj)); err != nil {
 			t.Fatal(err)
 		}

@@ -376,6 +376,7 @@ func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig
 		KindAvailable:       e.kindAvailable,
 		ProtectedNamespaces: e.cfg.ProtectedNamespaces(),
 		SameCluster:         e.sameCluster,
+		UploadedSecrets:     UploadedSecretNames(e.cfg.Resources, e.mapper.RemoteSecretName),
 		LocalEvents:         e.localEvents,
 		RemoteEvents:        e.remoteEvents,
 		SecretRecheck:       e.cfg.ResyncPeriod,

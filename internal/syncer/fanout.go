@@ -131,11 +131,11 @@ func (r *Reconciler) routeFanOut(ctx context.Context, s *scope) (bool, error) {
 		s.state = stateGone
 		return true, nil
 	}
-	asked := false
-	if s.remote != nil {
-		_, asked = s.remote.GetAnnotations()[r.Keys.FanOutNamespaces]
-	}
+	_, asked := r.fanOutSpec(s.remote)
 	_, known := r.fanOutKeys.Load(s.req.NamespacedName)
+	if r.secretKind() && !asked && !known {
+		return true, r.refuseOrdinarySecret(ctx, s) // a Secret is never an ordinary copy
+	}
 	if !asked && !known || s.mapErr != nil {
 		return false, nil // an ordinary object; or an invalid name, which skipUnmappable reports
 	}
@@ -167,11 +167,8 @@ func (r *Reconciler) invalidFanOut(ctx context.Context, s *scope, err error) {
 // namespace stopped matching, created or updated in every matching namespace otherwise.
 func (r *Reconciler) fanOutPass(ctx context.Context, s *scope) (bool, error) {
 	key := s.req.NamespacedName
-	asked := false
-	if s.remote != nil {
-		_, asked = s.remote.GetAnnotations()[r.Keys.FanOutNamespaces]
-	}
-	copies, err := r.fanOutCopies(ctx, key, s, asked && s.remote.GetDeletionTimestamp().IsZero())
+	spec, asked := r.fanOutSpec(s.remote)
+	copies, err := r.fanOutCopies(ctx, key, s, asked && s.remote.GetDeletionTimestamp().IsZero() && !r.secretKind())
 	if err != nil {
 		return true, err
 	}
@@ -190,7 +187,7 @@ func (r *Reconciler) fanOutPass(ctx context.Context, s *scope) (bool, error) {
 	case !asked:
 		return true, r.fanOutTurnedOff(ctx, s, copies)
 	}
-	sel, err := parseFanOutSelector(s.remote.GetAnnotations()[r.Keys.FanOutNamespaces])
+	sel, err := parseFanOutSelector(spec)
 	if err != nil {
 		r.invalidFanOut(ctx, s, err)
 		return true, nil
@@ -501,8 +498,9 @@ func (r *Reconciler) fanOutPrune(ctx context.Context, s *scope, targets []string
 // fanOutTurnedOff ends the fan-out of an object that no longer asks for it: the copy in its mapped
 // namespace becomes its ordinary copy again (its fan-out marks removed), every other copy is
 // removed, one budget unit per namespace; once none is left, the object is an ordinary one again.
+// A Secret has no ordinary copy: every copy is removed, the mapped namespace's too.
 func (r *Reconciler) fanOutTurnedOff(ctx context.Context, s *scope, copies map[string]*unstructured.Unstructured) error {
-	if mapped, ok := copies[s.localKey.Namespace]; ok && mapped.GetDeletionTimestamp().IsZero() && !r.Keys.IsPaused(mapped.GetAnnotations()) {
+	if mapped, ok := copies[s.localKey.Namespace]; ok && !r.secretKind() && mapped.GetDeletionTimestamp().IsZero() && !r.Keys.IsPaused(mapped.GetAnnotations()) {
 		if err := r.unmarkFanOut(ctx, mapped); err != nil {
 			return err
 		}
@@ -839,14 +837,15 @@ func (r *Reconciler) fanOutSourceState(ctx context.Context, key types.Namespaced
 	if !remote.GetDeletionTimestamp().IsZero() {
 		return &fanOutSource{doomed: !paused}, nil
 	}
-	spec, asked := remote.GetAnnotations()[r.Keys.FanOutNamespaces]
+	spec, asked := r.fanOutSpec(remote)
 	if !asked {
 		if paused {
 			return &fanOutSource{}, nil
 		}
-		// Every copy goes but the one in the mapped namespace, which becomes the ordinary copy.
+		// Every copy goes but the one in the mapped namespace, which becomes the ordinary copy
+		// (a Secret has none: every copy goes).
 		keep := sets.New[string]()
-		if local, err := r.Mapper.ToLocal(key); err == nil {
+		if local, err := r.Mapper.ToLocal(key); err == nil && !r.secretKind() {
 			keep.Insert(local.Namespace)
 		}
 		return &fanOutSource{keep: keep, terminating: sets.New[string]()}, nil

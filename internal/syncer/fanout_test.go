@@ -496,18 +496,17 @@ func TestFanOutApply(t *testing.T) {
 	})
 }
 
-// TestFanOutShippedRBAC runs a fan-out agent in the region as the agent's ServiceAccount with
-// exactly the shipped base RBAC (deploy/kustomize/agent) plus the fan-out add-on
-// (deploy/kustomize/agent-fanout): enough to fan a ConfigMap out, present and future namespaces.
-func TestFanOutShippedRBAC(t *testing.T) {
-	t.Parallel()
+// shippedAgentRBAC applies, in the region, the RBAC of the shipped agent directories under
+// deploy/kustomize, and returns a configuration acting as the agent's ServiceAccount.
+func shippedAgentRBAC(t *testing.T, dirs ...string) *rest.Config {
+	t.Helper()
 	needFleet(t)
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var objs []*unstructured.Unstructured
-	for _, dir := range []string{"agent", "agent-fanout"} {
+	for _, dir := range dirs {
 		rendered, err := deploy.Render(filepath.Join(root, "deploy", "kustomize", dir))
 		if err != nil {
 			t.Fatal(err)
@@ -533,6 +532,15 @@ func TestFanOutShippedRBAC(t *testing.T) {
 	agent := rest.CopyConfig(region.Config)
 	agent.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:regionsync-system:regionsync-agent",
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:regionsync-system", "system:authenticated"}}
+	return agent
+}
+
+// TestFanOutShippedRBAC runs a fan-out agent in the region as the agent's ServiceAccount with
+// exactly the shipped base RBAC (deploy/kustomize/agent) plus the fan-out add-on
+// (deploy/kustomize/agent-fanout): enough to fan a ConfigMap out, present and future namespaces.
+func TestFanOutShippedRBAC(t *testing.T) {
+	t.Parallel()
+	agent := shippedAgentRBAC(t, "agent", "agent-fanout")
 	e := newEnv(t, withLocalConfig(agent), withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
 		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &config.FanOutConfig{Enabled: true}}}

@@ -74,6 +74,9 @@ type Reconciler struct {
 	Namespaces client.Reader
 	// SameCluster reports whether management is the local cluster itself (nil: never).
 	SameCluster func(context.Context) bool
+	// UploadedSecrets are the management names of the Secrets the agent uploads
+	// (UploadedSecretNames): for the Secret kind, never a fan-out source.
+	UploadedSecrets sets.Set[string]
 
 	LocalEvents  events.EventRecorder
 	RemoteEvents events.EventRecorder
@@ -538,6 +541,9 @@ const unmarkedPage = 500
 // remembers them for readListedUnmarked, and returns their remote keys: the claim period's full
 // pass looks at each, also where the remote object is gone (a copy to delete).
 func (r *Reconciler) listUnmarked(ctx context.Context) ([]types.NamespacedName, error) {
+	if r.secretKind() {
+		return nil, nil // the region's Secrets that are not fan-out copies are never looked at
+	}
 	noMark, err := labels.NewRequirement(r.Keys.Region, selection.DoesNotExist, nil)
 	if err != nil {
 		return nil, err

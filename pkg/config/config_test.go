@@ -109,6 +109,19 @@ func res(m map[string]any, i int) map[string]any {
 	return list[i].(map[string]any)
 }
 
+// secretResource turns resources[0] into the Secret kind, with allowPrivileged and fanOut (nil:
+// unset); it keeps the minimal file's secrets list.
+func secretResource(m map[string]any, allowPrivileged bool, fanOut map[string]any) {
+	r := res(m, 0)
+	r["group"], r["version"], r["kind"] = "", "v1", "Secret"
+	if allowPrivileged {
+		r["allowPrivileged"] = true
+	}
+	if fanOut != nil {
+		r["fanOut"] = fanOut
+	}
+}
+
 func TestBadConfigsNameTheField(t *testing.T) {
 	cases := map[string]struct {
 		raw  string // used verbatim when set
@@ -144,12 +157,19 @@ func TestBadConfigsNameTheField(t *testing.T) {
 			sub(m, "shard")["excludedNamespaces"] = []any{"monitoring", "monitoring"}
 		}, want: "shard.excludedNamespaces[1]: Duplicate value"},
 		"allowPrivileged not a bool": {edit: func(m map[string]any) { res(m, 0)["allowPrivileged"] = "yes" }, want: "allowPrivileged"},
-		"secret even with allowPrivileged": {edit: func(m map[string]any) {
-			res(m, 0)["group"] = ""
-			res(m, 0)["version"] = "v1"
-			res(m, 0)["kind"] = "Secret"
-			res(m, 0)["allowPrivileged"] = true
-		}, want: "resources[0].kind: Forbidden: Secret cannot be synced"},
+		"secret with allowPrivileged but no fan-out": {edit: func(m map[string]any) {
+			secretResource(m, true, nil)
+		}, want: "resources[0].kind: Forbidden: Secret is synced only by namespace fan-out, never as an ordinary copy; set resources[0].fanOut.enabled: true"},
+		"secret with fan-out disabled": {edit: func(m map[string]any) {
+			secretResource(m, true, map[string]any{"enabled": false})
+		}, want: "resources[0].kind: Forbidden: Secret is synced only by namespace fan-out"},
+		"secret fan-out without allowPrivileged": {edit: func(m map[string]any) {
+			secretResource(m, false, map[string]any{"enabled": true})
+		}, want: "resources[0].allowPrivileged: Forbidden: a Secret fanned out grants its credentials in every namespace it reaches; set resources[0].allowPrivileged: true"},
+		"secret uploading secrets": {edit: func(m map[string]any) {
+			secretResource(m, true, map[string]any{"enabled": true})
+			res(m, 0)["secrets"] = []any{"token"}
+		}, want: "resources[0].secrets: Forbidden: the Secret kind uploads no Secrets"},
 		"bad label selector":   {edit: func(m map[string]any) { sub(m, "shard")["labelSelector"] = "a in (b" }, want: "shard.labelSelector: Invalid value"},
 		"no resources":         {edit: func(m map[string]any) { m["resources"] = []any{} }, want: "resources: Required value"},
 		"resource bad kind":    {edit: func(m map[string]any) { res(m, 1)["kind"] = "tenant" }, want: "resources[1].kind: Invalid value"},
@@ -296,6 +316,48 @@ func TestPrivilegedKinds(t *testing.T) {
 	}
 }
 
+// The Secret kind is accepted with fanOut.enabled and allowPrivileged together, and then only: a
+// table of the combinations, each refusal naming its field.
+func TestConfigSecretFanOut(t *testing.T) {
+	cases := []struct {
+		name   string
+		allow  bool
+		fanOut map[string]any
+		want   []string // substrings of the error; none: accepted
+	}{
+		{name: "fan-out and allowPrivileged", allow: true, fanOut: map[string]any{"enabled": true}},
+		{name: "fan-out, wide source, allowPrivileged", allow: true, fanOut: map[string]any{"enabled": true, "wideSourceNamespaces": []any{"platform"}}},
+		{name: "neither", want: []string{"resources[0].kind: Forbidden", "resources[0].allowPrivileged: Forbidden"}},
+		{name: "fan-out only", fanOut: map[string]any{"enabled": true}, want: []string{"resources[0].allowPrivileged: Forbidden"}},
+		{name: "allowPrivileged only", allow: true, want: []string{"resources[0].kind: Forbidden: Secret is synced only by namespace fan-out"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse(mutate(t, func(m map[string]any) { secretResource(m, c.allow, c.fanOut) }))
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if r := cfg.Resources[0]; !IsSecret(r.Group, r.Kind) || !r.FanOutEnabled() || !r.AllowPrivileged {
+					t.Fatalf("decoded %+v", r)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+	if IsSecret("apps", "Secret") || IsSecret("", "ConfigMap") || !IsSecret("", "Secret") {
+		t.Error("IsSecret names the wrong kind")
+	}
+}
+
 func TestProtectedNamespaces(t *testing.T) {
 	cases := map[string]struct {
 		edit func(m map[string]any)
@@ -390,6 +452,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if isDenied(r.Group, r.Kind) {
 				t.Fatalf("resources[%d] %s accepted", i, r.Kind)
+			}
+			if IsSecret(r.Group, r.Kind) && (!r.FanOutEnabled() || !r.AllowPrivileged || len(r.Secrets) > 0) {
+				t.Fatalf("resources[%d] Secret accepted without fan-out and allowPrivileged, or with secrets: %+v", i, r)
 			}
 			if r.Adoption != AdoptionRefuse && r.Adoption != AdoptionAdopt {
 				t.Fatalf("resources[%d] adoption %q", i, r.Adoption)

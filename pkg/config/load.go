@@ -427,7 +427,9 @@ func ValidateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
 		if !kindName.MatchString(r.Kind) {
 			errs = append(errs, field.Invalid(rp.Child("kind"), r.Kind, "must be a CamelCase kind such as Tenant"))
 		} else if isDenied(r.Group, r.Kind) {
-			errs = append(errs, field.Forbidden(rp.Child("kind"), r.Kind+" cannot be synced: it is cluster-scoped or carries credentials"))
+			errs = append(errs, field.Forbidden(rp.Child("kind"), r.Kind+" cannot be synced: it is cluster-scoped"))
+		} else if IsSecret(r.Group, r.Kind) {
+			errs = append(errs, validateSecretResource(rp, r)...)
 		} else if IsPrivileged(r.Group, r.Kind) && !r.AllowPrivileged {
 			errs = append(errs, field.Forbidden(rp.Child("kind"), fmt.Sprintf("%s grants privileges in the region; set %s: true to sync it",
 				strings.TrimSuffix(r.Kind+"."+r.Group, "."), rp.Child("allowPrivileged"))))
@@ -464,6 +466,26 @@ func ValidateResources(p *field.Path, rs []ResourceConfig) field.ErrorList {
 			errs = append(errs, field.Invalid(rp.Child("concurrency"), r.Concurrency, "must be between 1 and 256"))
 		}
 		errs = append(errs, validateFanOut(rp.Child("fanOut"), r.FanOut)...)
+	}
+	return errs
+}
+
+// validateSecretResource checks the Secret kind: it carries credentials, so it is synced only by
+// namespace fan-out (never as an ordinary copy of one management object) and only with
+// allowPrivileged (whoever may write a fan-out Secret on management then holds its credentials in
+// every namespace it reaches); it uploads no Secrets of its own.
+func validateSecretResource(rp *field.Path, r ResourceConfig) field.ErrorList {
+	var errs field.ErrorList
+	if !r.FanOutEnabled() {
+		errs = append(errs, field.Forbidden(rp.Child("kind"), fmt.Sprintf("Secret is synced only by namespace fan-out, never as an ordinary copy; set %s: true",
+			rp.Child("fanOut", "enabled"))))
+	}
+	if !r.AllowPrivileged {
+		errs = append(errs, field.Forbidden(rp.Child("allowPrivileged"), fmt.Sprintf(
+			"a Secret fanned out grants its credentials in every namespace it reaches; set %s: true to sync it", rp.Child("allowPrivileged"))))
+	}
+	if len(r.Secrets) > 0 {
+		errs = append(errs, field.Forbidden(rp.Child("secrets"), "the Secret kind uploads no Secrets"))
 	}
 	return errs
 }

@@ -40,8 +40,15 @@ func ProtectedNamespaces(fleetNamespace string, excluded []string) []string {
 	return slices.Compact(out)
 }
 
-// deniedKinds can never be synced: they are cluster-scoped or carry credentials themselves.
-var deniedKinds = []string{"Namespace", "Node", "Secret"} // core group
+// deniedKinds can never be synced: they are cluster-scoped.
+var deniedKinds = []string{"Namespace", "Node"} // core group
+
+// IsSecret reports whether group and kind name the core Secret kind. A Secret carries credentials
+// itself: it is synced only by namespace fan-out (fanOut.enabled) and only with allowPrivileged,
+// never as an ordinary copy (ValidateResources).
+func IsSecret(group, kind string) bool {
+	return group == "" && kind == "Secret"
+}
 
 // PrivilegedKinds maps an API group ("" = core) to the kinds of it that grant privileges in the
 // region: RBAC objects, ServiceAccounts, admission configuration, API extensions, priority
