@@ -212,40 +212,9 @@ func decommission(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		DeleteCopies: *deleteCopies, DryRun: *dryRun, Force: *force, OutOfShardOnly: *outOfShard, Timeout: *timeout,
 		Logger: ctrl.Log.WithName("decommission"),
 	})
-	printDecommission(stdout, cfg, report)
+	report.Write(stdout, cfg.Region, cfg.Management.Namespace)
 	if err != nil {
 		return fail(err)
 	}
 	return 0
-}
-
-// printDecommission prints a decommission report, one line per object, then a summary.
-func printDecommission(w io.Writer, cfg *config.AgentConfig, r regionsync.DecommissionReport) {
-	verb, deleted := "released", "deleted"
-	if r.DryRun {
-		verb, deleted = "would release", "would be deleted"
-		fmt.Fprintf(w, "region %s: dry run, nothing written\n", cfg.Region)
-	}
-	describe := func(o regionsync.ReleasedObject) string {
-		s := o.Resource + " " + o.Remote.String()
-		if o.OutOfShard {
-			s += " (left the shard)"
-		}
-		if o.Deleted != "" {
-			s += fmt.Sprintf(": local %s of %s %s", o.Deleted, o.Local, deleted)
-		}
-		return s
-	}
-	for _, o := range r.Released {
-		fmt.Fprintf(w, "%s %s\n", verb, describe(o))
-	}
-	for _, o := range r.Skipped {
-		fmt.Fprintf(w, "kept    %s: %s\n", describe(o), o.Reason)
-	}
-	lease := "kept"
-	if r.LeaseDeleted {
-		lease = deleted
-	}
-	fmt.Fprintf(w, "region %s: %d object(s) %s, %d kept; %d local copies and %d namespaces %s; shard Lease %s/region-%s %s\n",
-		cfg.Region, len(r.Released), verb, len(r.Skipped), r.CopiesDeleted, r.NamespacesDeleted, deleted, cfg.Management.Namespace, cfg.Region, lease)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,7 +20,6 @@ import (
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 )
 
@@ -187,7 +185,7 @@ func (o *options) decommission(ctx context.Context, region string, fl decommissi
 		// Refused before anything was looked at: no report to print.
 		return fmt.Errorf("%w (kubectl --context <%s> -n regionsync-system scale deployment/regionsync-agent --replicas=0; --force only when you know they are gone)", err, region)
 	}
-	printDecommission(o.streams.Out, region, o.managementNamespace, report)
+	report.Write(o.streams.Out, region, o.managementNamespace)
 	return err
 }
 
@@ -225,35 +223,4 @@ func (o *options) decommissionOptions(r *regionsyncv1alpha1.Region, mgmt *rest.C
 		opts.Resources = append(opts.Resources, regionsync.Resource{Object: obj, AllowPrivileged: true})
 	}
 	return opts, nil
-}
-
-// printDecommission prints a decommission report, one line per object, then a summary.
-func printDecommission(w io.Writer, region, namespace string, r regionsync.DecommissionReport) {
-	verb, deleted := "released", "deleted"
-	if r.DryRun {
-		verb, deleted = "would release", "would be deleted"
-		fmt.Fprintf(w, "region %s: dry run, nothing written\n", region)
-	}
-	describe := func(x regionsync.ReleasedObject) string {
-		s := x.Resource + " " + x.Remote.String()
-		if x.OutOfShard {
-			s += " (left the shard)"
-		}
-		if x.Deleted != "" {
-			s += fmt.Sprintf(": local %s of %s %s", x.Deleted, x.Local, deleted)
-		}
-		return s
-	}
-	for _, x := range r.Released {
-		fmt.Fprintf(w, "%s %s\n", verb, describe(x))
-	}
-	for _, x := range r.Skipped {
-		fmt.Fprintf(w, "kept    %s: %s\n", describe(x), x.Reason)
-	}
-	lease := "kept"
-	if r.LeaseDeleted {
-		lease = deleted
-	}
-	fmt.Fprintf(w, "region %s: %d object(s) %s, %d kept; %d local copies and %d namespaces %s; shard Lease %s/%s %s\n",
-		region, len(r.Released), verb, len(r.Skipped), r.CopiesDeleted, r.NamespacesDeleted, deleted, namespace, claim.LeaseName(region), lease)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -92,6 +93,40 @@ type DecommissionReport struct {
 	LeaseDeleted bool
 	// LeaseHolder is who held the Lease when Decommission looked ("" when released or absent).
 	LeaseHolder string
+}
+
+// Write prints the report for a person, one line per object then a summary: what was (or, in
+// a dry run, would be) released or kept, the local deletions, and the shard Lease
+// leaseNamespace/region-<region>. The agent's decommission command and kubectl regionsync print
+// it alike.
+func (r DecommissionReport) Write(w io.Writer, region, leaseNamespace string) {
+	verb, deleted := "released", "deleted"
+	if r.DryRun {
+		verb, deleted = "would release", "would be deleted"
+		fmt.Fprintf(w, "region %s: dry run, nothing written\n", region)
+	}
+	describe := func(o ReleasedObject) string {
+		s := o.Resource + " " + o.Remote.String()
+		if o.OutOfShard {
+			s += " (left the shard)"
+		}
+		if o.Deleted != "" {
+			s += fmt.Sprintf(": local %s of %s %s", o.Deleted, o.Local, deleted)
+		}
+		return s
+	}
+	for _, o := range r.Released {
+		fmt.Fprintf(w, "%s %s\n", verb, describe(o))
+	}
+	for _, o := range r.Skipped {
+		fmt.Fprintf(w, "kept    %s: %s\n", describe(o), o.Reason)
+	}
+	lease := "kept"
+	if r.LeaseDeleted {
+		lease = deleted
+	}
+	fmt.Fprintf(w, "region %s: %d object(s) %s, %d kept; %d local copies and %d namespaces %s; shard Lease %s/%s %s\n",
+		region, len(r.Released), verb, len(r.Skipped), r.CopiesDeleted, r.NamespacesDeleted, deleted, leaseNamespace, claim.LeaseName(region), lease)
 }
 
 // Decommission releases this region's claim on management, for a region that is being removed
