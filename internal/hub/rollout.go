@@ -281,6 +281,17 @@ type decision struct {
 	startedAt, healthySince time.Time
 }
 
+// storedTime is t as the status keeps it: rounded up to the whole second, the precision of a
+// metav1.Time. A wave's start, the start of its soak and a halt are decided with the time they
+// are written with, so a decision after the status round trip (the next reconcile, another hub
+// replica) agrees with the one before it, and a soak is never shorter than spec.strategy.soak.
+func storedTime(t time.Time) time.Time {
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		return s.Add(time.Second)
+	}
+	return t
+}
+
 var notHalted = Condition{metav1.ConditionFalse, regionsyncv1alpha1.ReasonNotHalted, "nothing is halted"}
 
 func (d *decision) event(warning bool, reason, format string, args ...any) {
@@ -364,7 +375,7 @@ func (d *decision) advance() bool {
 	for ; d.k <= len(d.waves); d.k++ {
 		w := d.waves[d.k-1]
 		same := d.prev != nil && int(d.prev.Wave) == d.k
-		d.startedAt = d.in.Now
+		d.startedAt = storedTime(d.in.Now)
 		if same && d.prev.WaveStartTime != nil {
 			d.startedAt = d.prev.WaveStartTime.Time
 		} else if !d.in.Paused {
@@ -374,7 +385,7 @@ func (d *decision) advance() bool {
 		if slices.ContainsFunc(w.Regions, func(n string) bool { return !d.healthy(d.byName[n]) }) {
 			return false
 		}
-		d.healthySince = d.in.Now
+		d.healthySince = storedTime(d.in.Now)
 		if same && d.prev.WaveHealthyTime != nil {
 			d.healthySince = d.prev.WaveHealthyTime.Time
 		}
@@ -462,7 +473,7 @@ func (d *decision) failures() []failure {
 func (d *decision) halt(failures []failure) {
 	in := d.in
 	h := &regionsyncv1alpha1.RolloutHalt{
-		Revision: in.Update, Reason: failures[0].reason, Since: metav1.Time{Time: in.Now},
+		Revision: in.Update, Reason: failures[0].reason, Since: metav1.Time{Time: storedTime(in.Now)},
 		RolledBack: in.Strategy.OnFailure == regionsyncv1alpha1.FailureRollback && in.Stable != "" && in.Stored(in.Stable),
 	}
 	parts := make([]string, 0, len(failures))

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -734,6 +735,70 @@ func TestValidateStrategyForSource(t *testing.T) {
 				t.Fatalf("validateStrategyFor: %v, want no error", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("validateStrategyFor: %v, want an error naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestSoakSurvivesTheStatusRoundTrip walks a wave's soak through decisions whose previous status
+// went through JSON (second precision), at fractional times: the next wave never starts before
+// the soak has passed since every region of the wave was first seen healthy, and the times the
+// status keeps are the ones the decision used.
+func TestSoakSurvivesTheStatusRoundTrip(t *testing.T) {
+	soak := 3 * time.Second
+	s := regionsyncv1alpha1.RolloutStrategy{
+		Type:  regionsyncv1alpha1.RolloutProgressive,
+		Waves: []regionsyncv1alpha1.RolloutWave{{Name: "first", Regions: []string{"a"}}},
+		Soak:  &metav1.Duration{Duration: soak},
+	}
+	roundTrip := func(st regionsyncv1alpha1.RolloutStatus) *regionsyncv1alpha1.RolloutStatus {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &regionsyncv1alpha1.RolloutStatus{}
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, frac := range []time.Duration{0, time.Millisecond, 400 * time.Millisecond, 999 * time.Millisecond} {
+		t.Run(frac.String(), func(t *testing.T) {
+			start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC).Add(frac)
+			decide := func(now time.Time, prev *regionsyncv1alpha1.RolloutStatus, regions []RegionView) RolloutPlan {
+				p, err := DecideRollout(RolloutInput{
+					Strategy: s, Update: "U", Stable: "S", Stored: func(r string) bool { return r != "" },
+					Previous: prev, Regions: regions, Now: now, RetryKey: testKeys.RetryRollout,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if prev != nil && p.Status.Wave == prev.Wave && p.Status.WaveStartTime != nil && !p.Status.WaveStartTime.Equal(prev.WaveStartTime) {
+					t.Errorf("at %s: wave start moved from %s to %s", now, prev.WaveStartTime, p.Status.WaveStartTime)
+				}
+				return p
+			}
+			p := decide(start, nil, fleet("a@S+", "b@S+"))
+			if p.Want["a"] != "U" || p.Want["b"] != "S" || p.Status.Wave != 1 {
+				t.Fatalf("first decision: want %v, wave %d", p.Want, p.Status.Wave)
+			}
+			prev := roundTrip(p.Status)
+			healthyAt := start.Add(700 * time.Millisecond) // a is first seen healthy on U
+			p = decide(healthyAt, prev, fleet("a@U+", "b@S+"))
+			if p.Status.WaveHealthyTime == nil || p.Status.WaveHealthyTime.Time.Before(healthyAt) {
+				t.Fatalf("soak started at %v, before the wave was healthy at %s", p.Status.WaveHealthyTime, healthyAt)
+			}
+			if end := healthyAt.Add(p.RequeueAfter); end.Before(healthyAt.Add(soak)) {
+				t.Errorf("requeued for %s, before the soak ends", end)
+			}
+			prev = roundTrip(p.Status)
+			for at := healthyAt; at.Before(healthyAt.Add(soak)); at = at.Add(100 * time.Millisecond) {
+				if p := decide(at, prev, fleet("a@U+", "b@S+")); p.Want["b"] == "U" {
+					t.Fatalf("b updated at %s, %s after a was healthy (soak %s)", at, at.Sub(healthyAt), soak)
+				}
+			}
+			if p := decide(healthyAt.Add(soak+time.Second), prev, fleet("a@U+", "b@S+")); p.Want["b"] != "U" {
+				t.Errorf("b not updated a second after the soak: want %v, progressing %+v", p.Want, p.Progressing)
 			}
 		})
 	}
