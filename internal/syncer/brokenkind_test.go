@@ -19,8 +19,10 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// onTime is how long a sync or a deletion of the healthy kind may take while other kinds are broken.
-const onTime = 15 * time.Second
+// onTime is how long a sync or a deletion of the healthy kind may take while other kinds are
+// broken. A stall behind a broken kind lasts at least the agent's wait for a cache (one minute):
+// the bound sits well under it, and well over what a loaded 2-core machine takes (a few seconds).
+const onTime = 45 * time.Second
 
 // TestBrokenKindDoesNotStallOthers: with a second configured kind whose CRD exists nowhere and a
 // third (ConfigMaps) that the region's identity may not list or watch, Tenants are still created,
