@@ -73,6 +73,10 @@ const (
 	// ReasonSourceNotFound: spec.source names an object that does not exist (yet), or its
 	// selector matches none; it is placed when it appears.
 	ReasonSourceNotFound = "SourceNotFound"
+	// ReasonCannotWatch (Applied=False): the hub cannot list and watch the Distribution's kind
+	// (its ClusterRole has no rule for it, or the kind is not served), so it cannot tell what is
+	// placed; nothing is changed until it can.
+	ReasonCannotWatch = "CannotWatch"
 	// ReasonHeld and ReasonNotHeld: the shrink guard's state.
 	ReasonHeld    = "Held"
 	ReasonNotHeld = "NotHeld"

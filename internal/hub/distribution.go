@@ -90,9 +90,11 @@ type DistributionReconciler struct {
 	// AllowSecrets lets Distributions place Secrets (the hub configuration's allowSecrets).
 	AllowSecrets bool
 
-	ctrl    controller.Controller
-	mu      sync.Mutex
-	watched map[schema.GroupVersionKind]bool
+	ctrl controller.Controller
+	// watchErrs are the per-region objects' cache's errors by kind (nil: not recorded).
+	watchErrs *watchErrors
+	mu        sync.Mutex
+	watched   map[schema.GroupVersionKind]bool
 	// sourceWatched are the source kinds watched.
 	sourceWatched map[schema.GroupVersionKind]bool
 	// waiting: per per-region object, the Distributions reporting a Conflict on it, woken when it
@@ -171,7 +173,7 @@ func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha
 		return nil, err
 	}
 	if !synced {
-		return nil, errNotSynced
+		return nil, &kindNotSynced{gvk: gvk} // watcherrors.go
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(shard.ListGVK(gvk))
@@ -221,8 +223,8 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	in, err := r.deploy(ctx, d)
 	if errors.Is(err, errNotSynced) {
-		log.V(1).Info("waiting for the per-region objects' cache", "distribution", req)
-		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		log.V(1).Info("waiting for the per-region objects' cache", "distribution", req, "reason", err.Error())
+		return r.waitForKind(ctx, d, err)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -577,7 +579,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 	for _, gvk := range kinds {
 		objs, err := r.owned(ctx, d, gvk)
 		if errors.Is(err, errNotSynced) {
-			return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, nil
+			return r.waitForKind(ctx, d, err)
 		}
 		if err != nil {
 			return ctrl.Result{}, err

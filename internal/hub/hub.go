@@ -98,10 +98,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	// The per-region objects are cached without their managedFields: the hub never reads them
 	// (it writes by server-side apply and compares the fields it renders), and on objects that
 	// the hub and an agent both write they are most of an object's cached size.
+	watchErrs := &watchErrors{}
 	objects, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		DefaultLabelSelector: labels.NewSelector().Add(*owned),
 		DefaultTransform:     cache.TransformStripManagedFields(),
+		// A kind the hub may not list or watch is named in its Distributions' Applied condition.
+		DefaultWatchErrorHandler: watchErrs.handle,
 	})
 	if err != nil {
 		return fmt.Errorf("hub: the per-region objects' cache: %w", err)
@@ -129,6 +132,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Tracer: tp.Tracer("regionsync-hub"), Concurrency: o.Concurrency,
 		Writers:                   NewWriters(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}),
 		DefaultServiceAccountName: o.DefaultServiceAccountName,
+		watchErrs:                 watchErrs,
 	}
 	if err := d.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("hub: %w", err)
