@@ -221,7 +221,7 @@ func (r *DistributionReconciler) unrevisioned(ctx context.Context, d *regionsync
 // placeAll places every item (one for a template, one per source object): Place's targets,
 // item after item.
 func placeAll(d *regionsyncv1alpha1.Distribution, items []*Template, selected []string, regions []regionsyncv1alpha1.Region, keys shard.Keys) []Target {
-	var out []Target
+	out := make([]Target, 0, len(items)*len(selected))
 	for _, t := range items {
 		out = append(out, Place(d, t, selected, regions, keys)...)
 	}

@@ -353,16 +353,19 @@ func TestHubSourceRollout(t *testing.T) {
 		t.Fatalf("the yellow revision %s is not a new one (rev1 %s, halted %s)", rev2, rev1, halt.Revision)
 	}
 
-	// A source labelled later joins through the waves.
-	agents.hold("r-a", true)
+	// A source labelled later joins through the waves: held in the second (r-b not current).
+	agents.hold("r-b", true)
 	create(t, c, configMap("web-c", web, map[string]string{"color": "red"}))
-	testenv.Eventually(t, "web-c in the first wave only", 30*time.Second, func() error {
-		return wantColors(c, map[string]map[string]string{"web-c": {"-ra": "red", "-rb": "-", "-rc": "-"}})
+	testenv.Eventually(t, "web-c in the first two waves", 30*time.Second, func() error {
+		if st := rollout(); st.Wave != 2 {
+			return fmt.Errorf("rollout %+v", st)
+		}
+		return wantColors(c, map[string]map[string]string{"web-c": {"-ra": "red", "-rb": "red", "-rc": "-"}})
 	})
-	testenv.Consistently(t, "web-c held in the first wave", 2*time.Second, func() error {
-		return wantColors(c, map[string]map[string]string{"web-c": {"-ra": "red", "-rb": "-", "-rc": "-"}})
+	testenv.Consistently(t, "web-c held in the second wave", 2*time.Second, func() error {
+		return wantColors(c, map[string]map[string]string{"web-c": {"-ra": "red", "-rb": "red", "-rc": "-"}})
 	})
-	agents.hold("r-a", false)
+	agents.hold("r-b", false)
 	complete("web-c everywhere", map[string]map[string]string{"web-a": every("blue"), "web-b": every("yellow"), "web-c": every("red")})
 
 	// A source deleted is removed region by region, through the shrink guard (confirmed here:
