@@ -174,7 +174,8 @@ func setColor(t *testing.T, c client.Client, name, color string) {
 // ConfigMaps go through three waves of one region each; a source changed to a bad value (the
 // Distribution's CEL health rule judges it Failed) reaches only the first wave, the rollout
 // halts and rolls the first wave back to the previous content although the source still holds
-// the bad one, and it stays halted, never written again, over further reconciles; changing the
+// the bad one, and it stays halted, never written again, over further reconciles and by a new
+// hub process (failover); changing the
 // source again is a new revision that starts at the first wave; a source labelled later joins
 // through the waves, and one deleted is removed region by region.
 func TestHubSourceRollout(t *testing.T) {
@@ -211,7 +212,9 @@ func TestHubSourceRollout(t *testing.T) {
 		wg.Wait()
 	})
 	// A long liveness grace: the test sets each Region's Ready itself (no shard Leases here).
-	startHub(t, mgmt, hub.Options{DefaultServiceAccountName: "placer", LivenessGrace: time.Hour, ShrinkWindow: time.Hour})
+	opts := hub.Options{DefaultServiceAccountName: "placer", LivenessGrace: time.Hour, ShrinkWindow: time.Hour}
+	stopHub := startHubProcess(t, mgmt, opts)
+	t.Cleanup(func() { stopHub() })
 
 	create(t, c, &regionsyncv1alpha1.Distribution{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
@@ -331,6 +334,22 @@ func TestHubSourceRollout(t *testing.T) {
 			}
 			return wantColors(c, map[string]map[string]string{"web-b": every("green")})
 		})
+	}
+
+	// A new hub process (a failover) rebuilds the halt from what is written and keeps it.
+	stopHub()
+	stopHub = runHub(t, mgmt, opts)
+	testenv.Consistently(t, "the new hub keeps the rollout halted", 3*time.Second, func() error {
+		if _, revs := colors(c, "web-b", "-ra", "-rb", "-rc"); revs["-ra"] != rev1 || revs["-rb"] != rev1 || revs["-rc"] != rev1 {
+			return fmt.Errorf("web-b's revisions %v, want %s", revs, rev1)
+		}
+		if st := rollout(); st.Halt == nil || !st.Halt.Since.Equal(&halt.Since) || st.CurrentRevision != rev1 {
+			return fmt.Errorf("rollout %+v", st)
+		}
+		return wantColors(c, map[string]map[string]string{"web-b": every("green")})
+	})
+	if got := agents.sawColor("bad"); !slices.Equal(got, []string{"r-a"}) {
+		t.Errorf("the bad value was written to %v, want the first wave (r-a) only", got)
 	}
 
 	// The source changes again: a new revision, from the first wave (held there while r-a's
