@@ -866,3 +866,58 @@ func TestSourceRevisionContent(t *testing.T) {
 		t.Errorf("template revision name %s", got)
 	}
 }
+
+// TestRenderSourceRevisions: each region's objects are rendered from the revision the decision
+// wants for it: the update revision from the sources as they are now, another from its stored
+// content (a rollback writes the previous content although the sources hold the bad one, and a
+// source removed since is still in it); a region waiting for its wave, on a revision that places
+// nothing there, or on a revision holding no secret data, gets one Pending target (it keeps what
+// it has).
+func TestRenderSourceRevisions(t *testing.T) {
+	r := &DistributionReconciler{Keys: testKeys}
+	var regions []regionsyncv1alpha1.Region
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		rg := testRegion(n, "-"+n, nil)
+		rg.Spec.Shard.Kinds = []string{"ConfigMap"}
+		regions = append(regions, rg)
+	}
+	d := sourceDist("web", &regionsyncv1alpha1.DistributionSource{APIVersion: "v1", Kind: "ConfigMap", LabelSelector: &metav1.LabelSelector{}}, "")
+	cm := func(name, color string) *Template {
+		return fromSource(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name}, "data": map[string]any{"color": color},
+		}})
+	}
+	content := func(items ...*Template) RevisionContent {
+		c, err := contentOf(d, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	now := []*Template{cm("web-a", "bad"), cm("web-b", "green")} // what the sources hold
+	have := map[string]Revision{
+		"S": {Name: "S", Number: 1, Content: content(cm("web-a", "blue"), cm("web-b", "green"), cm("web-old", "red"))},
+		"E": {Name: "E", Number: 2, Content: content()},
+		"X": {Name: "X", Number: 3, Content: RevisionContent{Source: true, Redacted: true}},
+		"U": {Name: "U", Number: 4, Content: content(now...)},
+	}
+	placed := placeAll(d, now, []string{"a", "b", "c", "d", "e"}, regions, testKeys)
+	targets := r.renderRevisions(d, configMapGVK, placed, map[string]string{"a": "U", "b": "S", "c": "", "d": "E", "e": "X"}, have["U"], have, regions, nil, nil)
+	var got []string
+	for _, tg := range targets {
+		if tg.Object == nil {
+			got = append(got, tg.Region+":"+string(tg.State))
+			continue
+		}
+		color, _, _ := unstructured.NestedString(tg.Object.Object, "data", "color")
+		got = append(got, tg.Object.GetName()+"="+color+"@"+tg.Object.GetAnnotations()[testKeys.Revision])
+	}
+	want := []string{
+		"web-a-a=bad@U", "web-b-a=green@U",
+		"web-a-b=blue@S", "web-b-b=green@S", "web-old-b=red@S",
+		"c:Pending", "d:Pending", "e:Pending",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rendered (-want +got):\n%s", diff)
+	}
+}
