@@ -875,7 +875,7 @@ func TestSourceRevisionContent(t *testing.T) {
 // it has).
 func TestRenderSourceRevisions(t *testing.T) {
 	r := &DistributionReconciler{Keys: testKeys}
-	var regions []regionsyncv1alpha1.Region
+	regions := make([]regionsyncv1alpha1.Region, 0, 5)
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		rg := testRegion(n, "-"+n, nil)
 		rg.Spec.Shard.Kinds = []string{"ConfigMap"}

@@ -47,7 +47,7 @@ func (a *configMapAgents) hold(region string, held bool) {
 	a.held[region] = held
 }
 
-// sawColor lists the regions whose copies were ever written with color, but the ones given.
+// sawColor lists, sorted, the regions whose copies were ever written with color, but the ones given.
 func (a *configMapAgents) sawColor(color string, except ...string) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -57,6 +57,7 @@ func (a *configMapAgents) sawColor(color string, except ...string) []string {
 			out = append(out, region)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -366,6 +367,9 @@ func TestHubSourceRollout(t *testing.T) {
 	testenv.Consistently(t, "no later wave while r-a is not current", 2*time.Second, func() error {
 		return wantColors(c, map[string]map[string]string{"web-b": {"-ra": "yellow", "-rb": "green", "-rc": "green"}})
 	})
+	if got := agents.sawColor("yellow"); !slices.Equal(got, []string{"r-a"}) {
+		t.Errorf("the new revision was written to %v while the first wave was not current, want r-a only", got)
+	}
 	agents.hold("r-a", false)
 	rev2 := complete("the yellow revision everywhere", map[string]map[string]string{"web-a": every("blue"), "web-b": every("yellow")})
 	if rev2 == rev1 || rev2 == halt.Revision {
