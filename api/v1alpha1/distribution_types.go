@@ -196,9 +196,10 @@ type DistributionSpec struct {
 	// InProgress.
 	// +optional
 	Health *HealthRule `json:"health,omitempty"`
-	// Strategy says how a change of what is placed (the template and the overrides: a revision)
-	// reaches the regions: all at once (All, the default) or wave by wave, each gated on the
-	// health of the previous one (Progressive).
+	// Strategy says how a change of what is placed (the template and the overrides, or the
+	// source objects as placed and the overrides: a revision) reaches the regions: all at once
+	// (All, the default) or wave by wave, each gated on the health of the previous one
+	// (Progressive).
 	// +optional
 	Strategy RolloutStrategy `json:"strategy,omitempty"`
 	// Paused holds a progressive rollout where it is: no wave starts and no region gets a new

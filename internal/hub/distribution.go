@@ -258,7 +258,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		gvk = schema.GroupVersionKind{} // a kind refused is not read either
 	}
 	if specErr == nil {
-		specErr = validateStrategyFor(d) // rollout_deploy.go
+		specErr = ValidateStrategy(d.Spec.Strategy) // rollout_deploy.go
 	}
 	var w writer
 	if specErr == nil {
@@ -310,49 +310,36 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	for _, o := range existing[gvk] {
 		hasObjects[o.GetLabels()[config.RegionLabel]] = true
 	}
-	for _, t := range items {
-		targets, rollout, err := r.targets(ctx, d, t, selected, regions.Items, existing[gvk])
-		if err != nil {
-			return in, err
+	// The rollout decides which revision each region gets (rollout_deploy.go): of the template,
+	// or of the source objects as a whole.
+	targets, rollout, err := r.rolloutTargets(ctx, d, gvk, items, selected, regions.Items, existing[gvk])
+	if err != nil {
+		return in, err
+	}
+	in.Rollout = rollout
+	for _, tg := range targets {
+		t := tg.item
+		if t == nil && len(items) > 0 {
+			t = items[0]
 		}
-		if rollout != nil {
-			in.Rollout = rollout
-		}
-		for _, tg := range targets {
-			if tg.Object == nil {
-				in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
-				// Nothing is lost: a region still selected keeps what it has.
-				if rg := byRegion[tg.Region]; rg != nil && rg.Spec.Shard != nil {
-					keepName[ObjectName(t.baseName(d), rg.Spec.Shard)] = true
-				} else if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || hasObjects[tg.Region] {
-					keepRegion[tg.Region] = true
-				}
-				continue
+		if tg.Object == nil {
+			in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
+			// Nothing is lost: a region still selected keeps what it has (a region waiting for
+			// its wave keeps every object it has).
+			if rg := byRegion[tg.Region]; tg.State != regionsyncv1alpha1.PlacementPending && t != nil && rg != nil && rg.Spec.Shard != nil {
+				keepName[ObjectName(t.baseName(d), rg.Spec.Shard)] = true
+			} else if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || hasObjects[tg.Region] {
+				keepRegion[tg.Region] = true
 			}
-			keepName[tg.Object.GetName()] = true
-			in.Entries = append(in.Entries, r.apply(ctx, d, w, t, tg, existing[gvk][tg.Object.GetName()], regions.Items))
+			continue
 		}
+		keepName[tg.Object.GetName()] = true
+		in.Entries = append(in.Entries, r.apply(ctx, d, w, t, tg, existing[gvk][tg.Object.GetName()], regions.Items))
 	}
 	keep := func(k schema.GroupVersionKind, name, region string) bool {
 		return k == gvk && (keepName[name] || keepRegion[region])
 	}
 	return r.removeLeft(ctx, d, w, in, existing, keep, byRegion, rule)
-}
-
-// targets decides what each selected region gets of one item: for a template, the rollout
-// decides which revision (rollout_deploy.go); a source's objects are placed in every region at
-// once (a progressive strategy needs a template: validateStrategyFor refuses it with a source).
-func (r *DistributionReconciler) targets(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, selected []string,
-	regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured,
-) ([]Target, *RolloutOutcome, error) {
-	if d.Spec.Source != nil {
-		return Place(d, t, selected, regions, r.Keys), nil, nil
-	}
-	byRegion := make(map[string]*unstructured.Unstructured, len(existing)) // a template places one object per region
-	for _, o := range existing {
-		byRegion[o.GetLabels()[config.RegionLabel]] = o
-	}
-	return r.rolloutTargets(ctx, d, t, selected, regions, byRegion)
 }
 
 // removeLeft removes, through the shrink guard, the objects that are not kept: of regions that

@@ -29,6 +29,9 @@ type Target struct {
 	// State is "" for a placeable region, else Unplaceable or Failed, with Reason and Message.
 	State           regionsyncv1alpha1.PlacementState
 	Reason, Message string
+	// item is what the object is rendered from (a source object's template for spec.source);
+	// nil: the Distribution's one item.
+	item *Template
 }
 
 // Selected returns the names of the regions a placement selects, sorted: the named ones (which
@@ -80,6 +83,7 @@ func Place(d *regionsyncv1alpha1.Distribution, t *Template, selected []string, r
 		default:
 			placeIn(&tg, d, t, r, keys)
 		}
+		tg.item = t
 		out = append(out, tg)
 	}
 	return out

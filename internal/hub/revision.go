@@ -7,17 +7,21 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/jsonvalue"
+	"github.com/regionsync/regionsync/internal/shard"
 )
 
 // RevisionHistoryLimit is how many revisions of a Distribution are kept (as ControllerRevisions);
@@ -25,43 +29,109 @@ import (
 const RevisionHistoryLimit = 10
 
 // RevisionContent is what a revision holds: everything that decides the per-region objects'
-// content (the template and the overrides). The placement is not part of it: where an object
-// goes is decided at once, what it holds is rolled out.
+// content (the template, or the source objects as placed, and the overrides). The placement is
+// not part of it: where an object goes is decided at once, what it holds is rolled out.
 type RevisionContent struct {
-	// Template is spec.template.
+	// Template is spec.template (empty for a source revision).
 	Template runtime.RawExtension `json:"template"`
+	// Source: the revision is of spec.source; Objects are then the source objects as they are
+	// placed (sorted by name; none when the source selects nothing).
+	Source  bool           `json:"source,omitempty"`
+	Objects []SourceObject `json:"objects,omitempty"`
 	// Overrides are spec.overrides.
 	Overrides []regionsyncv1alpha1.Override `json:"overrides,omitempty"`
-	// Redacted: the template is a Secret whose data and stringData are stored as hashes only
-	// (a revision never holds secret data); such a revision cannot be rendered again.
+	// Redacted: the template (or a source object) is a Secret whose data and stringData are
+	// stored as hashes only (a revision never holds secret data); such a revision cannot be
+	// rendered again.
 	Redacted bool `json:"redacted,omitempty"`
+}
+
+// SourceObject is one source object in a revision: its name (the per-region objects' base name)
+// and the object as placed (apiVersion, kind, labels, annotations and content).
+type SourceObject struct {
+	Name   string               `json:"name"`
+	Object runtime.RawExtension `json:"object"`
 }
 
 // secretFields are the fields of a Secret a stored revision holds as hashes only.
 var secretFields = []string{"data", "stringData"}
 
-// Stored is the content as a ControllerRevision holds it: a Secret's data and stringData
-// replaced by their hashes.
-func (c RevisionContent) Stored() RevisionContent {
+// redactSecret returns raw with a Secret's data and stringData replaced by their hashes, and
+// whether raw is a Secret (ok false: raw is returned as it is).
+func redactSecret(raw []byte) (out []byte, secret, ok bool) {
 	obj := map[string]any{}
-	if err := json.Unmarshal(c.Template.Raw, &obj); err != nil {
-		return c
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return raw, false, true
 	}
 	u := unstructured.Unstructured{Object: obj}
 	if u.GetAPIVersion() != "v1" || u.GetKind() != "Secret" {
-		return c
+		return raw, false, true
 	}
 	for _, f := range secretFields {
 		if v, ok := obj[f]; ok {
 			obj[f] = map[string]any{"sha256": jsonvalue.Hash(v)}
 		}
 	}
-	raw, err := json.Marshal(obj)
+	out, err := json.Marshal(obj)
 	if err != nil {
+		return nil, true, false
+	}
+	return out, true, true
+}
+
+// Stored is the content as a ControllerRevision holds it: a Secret's data and stringData
+// replaced by their hashes (in the template, or in every source object).
+func (c RevisionContent) Stored() RevisionContent {
+	if c.Source {
+		out := RevisionContent{Source: true, Objects: make([]SourceObject, 0, len(c.Objects)), Overrides: c.Overrides}
+		for _, o := range c.Objects {
+			raw, secret, ok := redactSecret(o.Object.Raw)
+			if !ok {
+				return RevisionContent{Source: true, Redacted: true}
+			}
+			out.Redacted = out.Redacted || secret
+			out.Objects = append(out.Objects, SourceObject{Name: o.Name, Object: runtime.RawExtension{Raw: raw}})
+		}
+		if out.Redacted {
+			out.Overrides = nil // a patch may carry secret data too
+		}
+		return out
+	}
+	raw, secret, ok := redactSecret(c.Template.Raw)
+	switch {
+	case !ok:
 		return RevisionContent{Redacted: true}
+	case !secret:
+		return c
 	}
 	// No overrides either: a patch may carry secret data too.
 	return RevisionContent{Template: runtime.RawExtension{Raw: raw}, Redacted: true}
+}
+
+// Items are the templates a revision renders: its template, or one per source object (kind
+// and name as stored). The error names what does not parse.
+func (c RevisionContent) Items(keys shard.Keys) ([]*Template, error) {
+	if !c.Source {
+		t, err := ParseTemplate(c.Template.Raw, keys)
+		if err != nil {
+			return nil, err
+		}
+		return []*Template{t}, nil
+	}
+	out := make([]*Template, 0, len(c.Objects))
+	for _, o := range c.Objects {
+		obj := map[string]any{}
+		if err := utiljson.Unmarshal(o.Object.Raw, &obj); err != nil {
+			return nil, fmt.Errorf("source object %s of the revision: %w", o.Name, err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+		if err != nil || u.GetKind() == "" || o.Name == "" {
+			return nil, fmt.Errorf("source object %q of the revision has no valid apiVersion, kind and name", o.Name)
+		}
+		out = append(out, &Template{GVK: gv.WithKind(u.GetKind()), Object: obj, Name: o.Name, Field: "spec.source"})
+	}
+	return out, nil
 }
 
 // Revision is one revision of a Distribution: its name (the ControllerRevision's, written as
@@ -72,9 +142,23 @@ type Revision struct {
 	Content RevisionContent
 }
 
-// contentOf is the revision content of a Distribution's spec as it is now.
-func contentOf(d *regionsyncv1alpha1.Distribution) RevisionContent {
-	return RevisionContent{Template: *d.Spec.Template.DeepCopy(), Overrides: d.Spec.Overrides}
+// contentOf is the revision content of a Distribution as it is now: its template and overrides,
+// or, with spec.source, the source objects as placed (items, sorted by name) and the overrides.
+// The error says a source object cannot be encoded.
+func contentOf(d *regionsyncv1alpha1.Distribution, items []*Template) (RevisionContent, error) {
+	if d.Spec.Source == nil {
+		return RevisionContent{Template: *d.Spec.Template.DeepCopy(), Overrides: d.Spec.Overrides}, nil
+	}
+	c := RevisionContent{Source: true, Overrides: d.Spec.Overrides, Objects: make([]SourceObject, 0, len(items))}
+	for _, t := range items {
+		raw, err := json.Marshal(t.Object)
+		if err != nil {
+			return c, fmt.Errorf("encoding source object %s: %w", t.Name, err)
+		}
+		c.Objects = append(c.Objects, SourceObject{Name: t.Name, Object: runtime.RawExtension{Raw: raw}})
+	}
+	slices.SortFunc(c.Objects, func(a, b SourceObject) int { return strings.Compare(a.Name, b.Name) })
+	return c, nil
 }
 
 // RevisionName is the name of the revision of content for Distribution name: the name and a hash
@@ -91,10 +175,13 @@ func RevisionName(name string, c RevisionContent) string {
 	return name + "-" + jsonvalue.Hash(v)[:10]
 }
 
-// withContent is d with the template and overrides of a revision: what renders that revision.
+// withContent is d with the template (a template revision's) and overrides of a revision: what
+// renders that revision.
 func withContent(d *regionsyncv1alpha1.Distribution, c RevisionContent) *regionsyncv1alpha1.Distribution {
 	out := d.DeepCopy()
-	out.Spec.Template = *c.Template.DeepCopy()
+	if !c.Source {
+		out.Spec.Template = *c.Template.DeepCopy()
+	}
 	out.Spec.Overrides = c.Overrides
 	return out
 }
@@ -121,10 +208,10 @@ func (r *DistributionReconciler) revisions(ctx context.Context, d *regionsyncv1a
 	return out, nil
 }
 
-// ensureRevision stores the revision of d's spec as it is now (a ControllerRevision owned by d,
-// numbered after every other; an old revision that comes back is renumbered) and returns it.
-func (r *DistributionReconciler) ensureRevision(ctx context.Context, d *regionsyncv1alpha1.Distribution, have map[string]Revision) (Revision, error) {
-	c := contentOf(d)
+// ensureRevision stores the revision of content c (contentOf d as it is now) as a
+// ControllerRevision owned by d, numbered after every other (an old revision that comes back is
+// renumbered), and returns it.
+func (r *DistributionReconciler) ensureRevision(ctx context.Context, d *regionsyncv1alpha1.Distribution, have map[string]Revision, c RevisionContent) (Revision, error) {
 	name := RevisionName(d.Name, c)
 	var highest int64
 	for _, rev := range have {

@@ -29,14 +29,16 @@ type RegionView struct {
 	// Name and Labels of the Region (waves select by them).
 	Name   string
 	Labels map[string]string
-	// Revision is the D/revision of the region's per-region object ("" without object, or an
-	// object no stored revision renders).
+	// Revision is the revision the region's per-region objects carry (D/revision; one object
+	// for a template, one per source object for spec.source: regionRevision); "" without
+	// object, or objects no stored revision renders.
 	Revision string
 	// HasObject: the region has a per-region object.
 	HasObject bool
-	// Healthy: the object is current and healthy as it is (the status' judgement).
+	// Healthy: every object the update revision places in the region carries it and is current
+	// and healthy (the status' judgement).
 	Healthy bool
-	// Failed: the copy reports Failed health.
+	// Failed: a copy of the region's revision reports Failed health.
 	Failed bool
 	// Live: the Region's heartbeat holds (Ready is not Unknown, and it reported once).
 	Live bool

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,15 +18,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Event reasons of rollouts (on Distributions).
@@ -79,17 +83,6 @@ func RegionLive(region *regionsyncv1alpha1.Region) bool {
 	return c != nil && c.Status != metav1.ConditionUnknown
 }
 
-// validateStrategyFor checks a Distribution's spec.strategy: ValidateStrategy, and that a
-// progressive rollout has a template to keep revisions of (a source's objects are placed in
-// every region at once).
-func validateStrategyFor(d *regionsyncv1alpha1.Distribution) error {
-	if d.Spec.Source != nil && d.Spec.Strategy.Type == regionsyncv1alpha1.RolloutProgressive {
-		return field.Invalid(field.NewPath("spec", "strategy", "type"), d.Spec.Strategy.Type,
-			"a progressive rollout needs spec.template; with spec.source use type All")
-	}
-	return ValidateStrategy(d.Spec.Strategy)
-}
-
 // ValidateStrategy checks spec.strategy where the CRD schema cannot (selectors, int or
 // percentage values); the error names the field.
 func ValidateStrategy(s regionsyncv1alpha1.RolloutStrategy) error {
@@ -105,19 +98,24 @@ func ValidateStrategy(s regionsyncv1alpha1.RolloutStrategy) error {
 	return err
 }
 
-// rolloutTargets is the rollout phase of deploy: it stores the spec's revision, decides with
+// rolloutTargets is the rollout phase of deploy: it stores the revision of what d places now
+// (its template, or its source objects as placed: items, all of kind gvk), decides with
 // DecideRollout which revision every placeable region gets, records a halt before anything is
-// written, posts the rollout's Events, and renders each region's object from its revision,
+// written, posts the rollout's Events, and renders each region's objects from its revision,
 // marked with D/revision (and, for the regions of a wave that starts, the wave's trace context
-// in D/traceparent).
-func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, selected []string, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured) ([]Target, *RolloutOutcome, error) {
+// in D/traceparent). existing are d's per-region objects of kind gvk, by name.
+func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind, items []*Template, selected []string, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured) ([]Target, *RolloutOutcome, error) {
 	have, err := r.revisions(ctx, d)
 	if err != nil {
 		return nil, nil, err
 	}
-	update, err := r.ensureRevision(ctx, d, have)
+	content, err := contentOf(d, items)
+	var update Revision
+	if err == nil {
+		update, err = r.ensureRevision(ctx, d, have, content)
+	}
 	if err != nil {
-		return r.unrevisioned(ctx, d, t, selected, regions, err), nil, nil // the rollout's status stays as it was
+		return r.unrevisioned(ctx, d, items, selected, regions, err), nil, nil // the rollout's status stays as it was
 	}
 	var prev *regionsyncv1alpha1.RolloutStatus
 	if d.Status.Rollout != nil {
@@ -125,9 +123,9 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	}
 	prev = r.withWrittenHalt(d, prev)
 	stable := r.stableRevision(prev, have, existing, update.Name)
-	placed := Place(d, t, selected, regions, r.Keys)
+	placed := placeAll(d, items, selected, regions, r.Keys)
 	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
-	views := r.regionViews(placed, regions, existing, have, rule)
+	views := r.regionViews(placed, regions, existing, have, update.Name, rule)
 	now := r.Now().Truncate(time.Second) // as the status keeps it
 	plan, err := DecideRollout(RolloutInput{
 		Strategy: d.Spec.Strategy, Paused: d.Spec.Paused, Update: update.Name, Stable: stable,
@@ -161,7 +159,7 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	r.postRolloutEvents(d, update.Name, plan.Events)
 
 	traceparents := r.waveSpans(ctx, d, update.Name, plan)
-	targets := r.renderRevisions(d, t, placed, plan.Want, update, have, regions, existing, traceparents)
+	targets := r.renderRevisions(d, gvk, placed, plan.Want, update, have, regions, existing, traceparents)
 	inUse := map[string]bool{update.Name: true, plan.Status.CurrentRevision: true}
 	if plan.Status.Halt != nil {
 		inUse[plan.Status.Halt.Revision] = true
@@ -206,18 +204,28 @@ func (r *DistributionReconciler) withWrittenHalt(d *regionsyncv1alpha1.Distribut
 // progressively then, so a Progressive Distribution writes nothing new (each region Failed with
 // the reason) while All places as before (a namespace the hub may not write to refuses that too,
 // and says so per region).
-func (r *DistributionReconciler) unrevisioned(ctx context.Context, d *regionsyncv1alpha1.Distribution, t *Template, selected []string, regions []regionsyncv1alpha1.Region, err error) []Target {
-	placed := Place(d, t, selected, regions, r.Keys)
+func (r *DistributionReconciler) unrevisioned(ctx context.Context, d *regionsyncv1alpha1.Distribution, items []*Template, selected []string, regions []regionsyncv1alpha1.Region, err error) []Target {
+	placed := placeAll(d, items, selected, regions, r.Keys)
 	msg := fmt.Sprintf("%v (the hub keeps a Distribution's revisions in its namespace: the RoleBinding of regionsync-hub-impersonate there allows it)", err)
 	if d.Spec.Strategy.Type == regionsyncv1alpha1.RolloutProgressive {
 		for i := range placed {
 			if placed[i].Object != nil {
-				placed[i] = Target{Region: placed[i].Region, State: regionsyncv1alpha1.PlacementFailed, Reason: regionsyncv1alpha1.ReasonApplyFailed, Message: msg}
+				placed[i].Object, placed[i].State, placed[i].Reason, placed[i].Message = nil, regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed, msg
 			}
 		}
 	}
 	logr.FromContextOrDiscard(ctx).Error(err, "storing the revision", "distribution", client.ObjectKeyFromObject(d))
 	return placed
+}
+
+// placeAll places every item (one for a template, one per source object): Place's targets,
+// item after item.
+func placeAll(d *regionsyncv1alpha1.Distribution, items []*Template, selected []string, regions []regionsyncv1alpha1.Region, keys shard.Keys) []Target {
+	out := make([]Target, 0, len(items)*len(selected))
+	for _, t := range items {
+		out = append(out, Place(d, t, selected, regions, keys)...)
+	}
+	return out
 }
 
 // stableRevision is the current (stable) revision: the status' when it is still stored; for a
@@ -239,32 +247,89 @@ func (r *DistributionReconciler) stableRevision(prev *regionsyncv1alpha1.Rollout
 }
 
 // regionViews is what the rollout decision knows of each placeable region (the unplaceable ones
-// are in no wave).
-func (r *DistributionReconciler) regionViews(placed []Target, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, have map[string]Revision, rule *HealthRule) []RegionView {
+// are in no wave), sorted by name. A region is placeable when any of d's items (its template, or
+// one of its source objects) renders there, or fails to (UpdateFailed); its revision and health
+// are judged over all its per-region objects (regionRevision).
+func (r *DistributionReconciler) regionViews(placed []Target, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, have map[string]Revision, update string, rule *HealthRule) []RegionView {
 	byName := make(map[string]*regionsyncv1alpha1.Region, len(regions))
 	for i := range regions {
 		byName[regions[i].Name] = &regions[i]
 	}
-	var views []RegionView
+	type placement struct {
+		placeable bool
+		failed    []string
+		names     []string
+	}
+	groups := map[string]*placement{}
 	for _, tg := range placed {
-		if tg.Object == nil && tg.State != regionsyncv1alpha1.PlacementFailed {
+		g := groups[tg.Region]
+		if g == nil {
+			g = &placement{}
+			groups[tg.Region] = g
+		}
+		switch {
+		case tg.Object != nil:
+			g.placeable = true
+			g.names = append(g.names, tg.Object.GetName())
+		case tg.State == regionsyncv1alpha1.PlacementFailed:
+			g.placeable = true
+			g.failed = append(g.failed, tg.Message)
+		}
+	}
+	objs := map[string][]*unstructured.Unstructured{}
+	for _, name := range slices.Sorted(maps.Keys(existing)) {
+		o := existing[name]
+		region := o.GetLabels()[config.RegionLabel]
+		objs[region] = append(objs[region], o)
+	}
+	var views []RegionView
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		g := groups[name]
+		if !g.placeable || byName[name] == nil {
 			continue // unplaceable: reported as such, never part of a rollout
 		}
-		v := RegionView{Name: tg.Region, Labels: byName[tg.Region].Labels, Live: RegionLive(byName[tg.Region])}
-		if tg.Object == nil {
-			v.UpdateFailed = tg.Message
-		}
-		if o := existing[tg.Region]; o != nil {
-			v.HasObject = true
-			if rev := o.GetAnnotations()[r.Keys.Revision]; have[rev].Name != "" {
-				v.Revision = rev
-			}
-			e := entryFor(o, tg.Region, r.Keys, rule)
-			v.Healthy, v.Failed = RegionHealthy(e), e.Health == string(kstatus.FailedStatus)
-		}
+		v := RegionView{Name: name, Labels: byName[name].Labels, Live: RegionLive(byName[name]), UpdateFailed: strings.Join(g.failed, "; ")}
+		v.HasObject = len(objs[name]) > 0
+		v.Revision, v.Healthy, v.Failed = regionRevision(objs[name], g.names, have, update, r.Keys, rule)
 		views = append(views, v)
 	}
 	return views
+}
+
+// regionRevision judges a region's per-region objects of a Distribution (one for a template,
+// one per source object for spec.source) from what is written on them: the revision the region
+// is on (the update revision when any object carries it, as the region was given it even if not
+// every object is written yet; else the newest stored revision they carry; "" when none carries
+// a stored one), whether it is healthy for the update revision (each object the update renders
+// there, names, carries it and is current and healthy), and whether an object of its revision
+// reports Failed health. Objects the update no longer renders (a source removed, its removal
+// held by the shrink guard) neither make nor break the region's health.
+func regionRevision(objs []*unstructured.Unstructured, names []string, have map[string]Revision, update string, keys shard.Keys, rule *HealthRule) (rev string, healthy, failed bool) {
+	byName := make(map[string]*unstructured.Unstructured, len(objs))
+	var newest int64
+	for _, o := range objs {
+		byName[o.GetName()] = o
+		switch or := o.GetAnnotations()[keys.Revision]; {
+		case have[or].Name == "":
+		case or == update:
+			rev, newest = update, math.MaxInt64
+		case have[or].Number > newest:
+			rev, newest = or, have[or].Number
+		}
+	}
+	for _, o := range objs {
+		if o.GetAnnotations()[keys.Revision] == rev && rev != "" && Observe(o, keys, rule).Health == string(kstatus.FailedStatus) {
+			failed = true
+		}
+	}
+	healthy = rev == update && len(names) > 0
+	for _, n := range names {
+		o := byName[n]
+		if o == nil || o.GetAnnotations()[keys.Revision] != update || !RegionHealthy(entryFor(o, "", keys, rule)) {
+			healthy = false
+		}
+	}
+	return rev, healthy, failed
 }
 
 // waveSpans starts and ends one span per wave the plan starts, and returns, per region of those
@@ -292,68 +357,93 @@ func (r *DistributionReconciler) waveSpans(ctx context.Context, d *regionsyncv1a
 	return traceparents
 }
 
-// renderRevisions renders every placeable region's object from the revision the plan wants for
-// it (the unplaceable regions pass through as Place reported them).
-func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribution, t *Template, placed []Target, want map[string]string, update Revision, have map[string]Revision, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, traceparents map[string]string) []Target {
+// renderRevisions renders every placeable region's objects from the revision the plan wants
+// for it (the unplaceable regions pass through as Place reported them): the update revision from
+// d's items as they are now, another from its ControllerRevision (a source revision holds the
+// source objects as they were placed then, whatever the sources hold now). A region waiting for
+// its wave gets one Pending target (it keeps every object it has).
+func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind, placed []Target, want map[string]string, update Revision, have map[string]Revision, regions []regionsyncv1alpha1.Region, existing map[string]*unstructured.Unstructured, traceparents map[string]string) []Target {
 	byRevision := map[string][]string{}
 	for region, rev := range want {
 		if rev != "" && rev != update.Name {
 			byRevision[rev] = append(byRevision[rev], region)
 		}
 	}
-	rendered := map[string]Target{}
+	rendered := map[string][]Target{}
 	for _, rev := range slices.Sorted(maps.Keys(byRevision)) {
 		names := byRevision[rev]
 		slices.Sort(names)
 		if have[rev].Content.Redacted {
 			continue // never rendered from what is stored: the regions keep their objects as they are
 		}
-		dr := withContent(d, have[rev].Content)
-		tr, err := ParseTemplate(dr.Spec.Template.Raw, r.Keys)
-		if err != nil || tr.GVK != t.GVK {
+		items, err := have[rev].Content.Items(r.Keys)
+		if err != nil || slices.ContainsFunc(items, func(t *Template) bool { return t.GVK != gvk }) {
 			continue // a revision of another kind is not kept in place: such a change goes to every region at once
 		}
-		for _, tg := range Place(dr, tr, names, regions, r.Keys) {
-			rendered[tg.Region] = tg
+		for _, n := range names {
+			rendered[n] = nil // a revision without objects (a source that selected nothing) renders none
+		}
+		for _, tg := range placeAll(withContent(d, have[rev].Content), items, names, regions, r.Keys) {
 			if tg.Object != nil {
 				markRevision(tg.Object, r.Keys.Revision, rev)
 			}
+			rendered[tg.Region] = append(rendered[tg.Region], tg)
 		}
 	}
-	out := make([]Target, 0, len(placed))
+	var order []string
+	byRegion := map[string][]Target{}
 	for _, tg := range placed {
-		rev, decided := want[tg.Region]
+		if _, ok := byRegion[tg.Region]; !ok {
+			order = append(order, tg.Region)
+		}
+		byRegion[tg.Region] = append(byRegion[tg.Region], tg)
+	}
+	pending := func(region, msg string) Target {
+		return Target{Region: region, State: regionsyncv1alpha1.PlacementPending, Reason: regionsyncv1alpha1.ReasonWaveInProgress, Message: msg}
+	}
+	out := make([]Target, 0, len(placed))
+	for _, region := range order {
+		tgs := byRegion[region]
+		rev, decided := want[region]
 		switch {
 		case !decided:
-			// unplaceable: as Place said
+			out = append(out, tgs...) // unplaceable: as Place said
 		case rev == "":
-			tg = Target{Region: tg.Region, State: regionsyncv1alpha1.PlacementPending, Reason: regionsyncv1alpha1.ReasonWaveInProgress,
-				Message: "the first rollout has not reached this region's wave yet"}
+			out = append(out, pending(region, "the first rollout has not reached this region's wave yet"))
 		case rev != update.Name && have[rev].Content.Redacted:
-			tg = Target{Region: tg.Region, State: regionsyncv1alpha1.PlacementPending, Reason: regionsyncv1alpha1.ReasonWaveInProgress,
-				Message: "keeps its object as it is until its wave: revision " + rev + " holds no secret data to render it again"}
+			out = append(out, pending(region, "keeps its objects as they are until its wave: revision "+rev+" holds no secret data to render it again"))
 		case rev != update.Name:
-			if other, ok := rendered[tg.Region]; ok {
-				tg = other
-			} else if tg.Object != nil {
-				markRevision(tg.Object, r.Keys.Revision, update.Name)
+			if other, ok := rendered[region]; ok {
+				if len(other) == 0 {
+					other = []Target{pending(region, "revision "+rev+" places no object here; the update reaches this region with its wave")}
+				}
+				out = append(out, other...)
+				continue
+			}
+			for _, tg := range tgs {
+				if tg.Object != nil {
+					markRevision(tg.Object, r.Keys.Revision, update.Name)
+				}
+				out = append(out, tg)
 			}
 		default:
-			if tg.Object != nil {
-				markRevision(tg.Object, r.Keys.Revision, update.Name)
-				// The wave's trace context on the objects it changes; kept as written after.
-				o, a := existing[tg.Region], tg.Object.GetAnnotations()
-				tp := traceparents[tg.Region]
-				if o != nil && o.GetAnnotations()[r.Keys.Revision] == update.Name {
-					tp = o.GetAnnotations()[r.Keys.TraceParent]
+			for _, tg := range tgs {
+				if tg.Object != nil {
+					markRevision(tg.Object, r.Keys.Revision, update.Name)
+					// The wave's trace context on the objects it changes; kept as written after.
+					o, a := existing[tg.Object.GetName()], tg.Object.GetAnnotations()
+					tp := traceparents[tg.Region]
+					if o != nil && o.GetAnnotations()[r.Keys.Revision] == update.Name {
+						tp = o.GetAnnotations()[r.Keys.TraceParent]
+					}
+					if tp != "" && a[r.Keys.TraceParent] == "" {
+						a[r.Keys.TraceParent] = tp
+						tg.Object.SetAnnotations(a)
+					}
 				}
-				if tp != "" && a[r.Keys.TraceParent] == "" {
-					a[r.Keys.TraceParent] = tp
-					tg.Object.SetAnnotations(a)
-				}
+				out = append(out, tg)
 			}
 		}
-		out = append(out, tg)
 	}
 	return out
 }

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -379,6 +381,21 @@ func TestDecideRollout(t *testing.T) {
 			want: want{want: "a=U b=U c=U d=S e=S", wave: 2, current: "S", progressing: regionsyncv1alpha1.ReasonSoaking,
 				started: []int{2}, events: []string{EventWaveStarted}, requeueAfter: time.Minute},
 		},
+		// A source's revision changes with the sources; the decision is the same.
+		"a source changed again after a rollback: the new revision starts at the first wave": {
+			strategy: rollback, stable: "S", prev: func() *regionsyncv1alpha1.RolloutStatus {
+				st := halted(true, "a")
+				st.UpdateRevision, st.Halt.Revision = "V", "V"
+				return st
+			}(),
+			regions: fleet("a@S+", "b:canary@S+", "c:canary@S+", "d@S+", "e@S+"),
+			want: want{want: "a=U b=S c=S d=S e=S", wave: 1, current: "S", progressing: regionsyncv1alpha1.ReasonWaveInProgress,
+				started: []int{1}, events: []string{EventWaveStarted}, requeueAfter: 10 * time.Minute},
+		},
+		"a source that selects nothing renders in no region: complete at once": {
+			strategy: progressive, stable: "S", prev: wave(2, ago(time.Minute), nil),
+			want: want{want: "", current: "U", progressing: regionsyncv1alpha1.ReasonRolloutComplete, events: []string{EventRolloutComplete}},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -710,31 +727,65 @@ func TestWithWrittenHalt(t *testing.T) {
 	}
 }
 
-// TestValidateStrategyForSource: a progressive rollout needs a template (revisions are of the
-// template and overrides); with spec.source it is refused naming spec.strategy.type, and type
-// All (or none) is accepted.
-func TestValidateStrategyForSource(t *testing.T) {
-	src := &regionsyncv1alpha1.DistributionSource{APIVersion: "v1", Kind: "ConfigMap", Name: "ca-bundle"}
-	for _, tc := range []struct {
-		name    string
-		source  *regionsyncv1alpha1.DistributionSource
-		typ     regionsyncv1alpha1.RolloutStrategyType
-		wantErr string
+// TestRegionRevision: a region's revision and health for a rollout are judged over all its
+// per-region objects (one per source object), from what is written on them.
+func TestRegionRevision(t *testing.T) {
+	have := map[string]Revision{"R": {Name: "R", Number: 1}, "S": {Name: "S", Number: 2}, "U": {Name: "U", Number: 3}}
+	rule, err := CompileHealthRule(&regionsyncv1alpha1.HealthRule{Current: "true", Failed: "object.data.color == 'bad'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// obj is the per-region ConfigMap name-us on revision rev; synced: its region's agent copied
+	// this content (current).
+	obj := func(name, rev, color string, synced bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name + "-us", "namespace": "tenant-acme"},
+			"data":     map[string]any{"color": color},
+		}}
+		a := map[string]string{}
+		if rev != "" {
+			a[testKeys.Revision] = rev
+		}
+		u.SetAnnotations(a)
+		if synced {
+			a[testKeys.RemoteGeneration], a[testKeys.LocalGeneration] = "0", "0"
+			a[testKeys.AppliedHash] = testKeys.AppliedContentHash(u)
+			u.SetAnnotations(a)
+		}
+		return u
+	}
+	objs := func(o ...*unstructured.Unstructured) []*unstructured.Unstructured { return o }
+	cases := map[string]struct {
+		objs    []*unstructured.Unstructured
+		names   []string // what the update renders in the region
+		rev     string
+		healthy bool
+		failed  bool
 	}{
-		{name: "source, progressive", source: src, typ: regionsyncv1alpha1.RolloutProgressive, wantErr: "spec.strategy.type"},
-		{name: "source, all", source: src, typ: regionsyncv1alpha1.RolloutAll},
-		{name: "source, no strategy", source: src},
-		{name: "template, progressive", typ: regionsyncv1alpha1.RolloutProgressive},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := &regionsyncv1alpha1.Distribution{}
-			d.Spec.Source, d.Spec.Strategy.Type = tc.source, tc.typ
-			err := validateStrategyFor(d)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("validateStrategyFor: %v, want no error", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("validateStrategyFor: %v, want an error naming %q", err, tc.wantErr)
+		"no object yet":                  {names: []string{"a-us"}},
+		"a template's object, healthy":   {objs: objs(obj("a", "U", "blue", true)), names: []string{"a-us"}, rev: "U", healthy: true},
+		"every source object healthy":    {objs: objs(obj("a", "U", "blue", true), obj("b", "U", "green", true)), names: []string{"a-us", "b-us"}, rev: "U", healthy: true},
+		"partly written: on the update":  {objs: objs(obj("a", "U", "blue", true), obj("b", "S", "green", true)), names: []string{"a-us", "b-us"}, rev: "U"},
+		"on the stable revision":         {objs: objs(obj("a", "S", "blue", true), obj("b", "S", "green", true)), names: []string{"a-us", "b-us"}, rev: "S"},
+		"a source added, not yet placed": {objs: objs(obj("a", "U", "blue", true)), names: []string{"a-us", "c-us"}, rev: "U"},
+		"a copy not current yet":         {objs: objs(obj("a", "U", "blue", true), obj("b", "U", "green", false)), names: []string{"a-us", "b-us"}, rev: "U"},
+		"a source removed, its removal held: not counted": {
+			objs: objs(obj("a", "U", "blue", true), obj("b", "S", "bad", true)), names: []string{"a-us"}, rev: "U", healthy: true,
+		},
+		"a copy of the update reports Failed": {objs: objs(obj("a", "U", "blue", true), obj("b", "U", "bad", true)), names: []string{"a-us", "b-us"}, rev: "U", failed: true},
+		"a Failed copy of the stable revision": {
+			objs: objs(obj("a", "S", "bad", true), obj("b", "S", "green", true)), names: []string{"a-us", "b-us"}, rev: "S", failed: true,
+		},
+		"revisions not stored are none":         {objs: objs(obj("a", "gone", "blue", true), obj("b", "", "green", true)), names: []string{"a-us", "b-us"}},
+		"two older revisions: the newest":       {objs: objs(obj("a", "R", "blue", true), obj("b", "S", "green", true)), names: []string{"a-us", "b-us"}, rev: "S"},
+		"nothing rendered there is not healthy": {objs: objs(obj("a", "U", "blue", true)), rev: "U"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rev, healthy, failed := regionRevision(tc.objs, tc.names, have, "U", testKeys, rule)
+			if rev != tc.rev || healthy != tc.healthy || failed != tc.failed {
+				t.Errorf("regionRevision = %q, healthy %v, failed %v; want %q, %v, %v", rev, healthy, failed, tc.rev, tc.healthy, tc.failed)
 			}
 		})
 	}
@@ -801,5 +852,137 @@ func TestSoakSurvivesTheStatusRoundTrip(t *testing.T) {
 				t.Errorf("b not updated a second after the soak: want %v, progressing %+v", p.Want, p.Progressing)
 			}
 		})
+	}
+}
+
+// TestSourceRevisionContent: a source revision holds the source objects as placed, sorted by name,
+// and the overrides; it renders them back as they were; any change of a source object's
+// content, and a source added or removed, is another revision; a Secret's data is stored as
+// hashes only. A template revision's name is as it always was (existing revisions keep theirs).
+func TestSourceRevisionContent(t *testing.T) {
+	d := &regionsyncv1alpha1.Distribution{}
+	d.Name = "web"
+	d.Spec.Source = &regionsyncv1alpha1.DistributionSource{APIVersion: "v1", Kind: "ConfigMap", LabelSelector: &metav1.LabelSelector{}}
+	d.Spec.Overrides = []regionsyncv1alpha1.Override{{Regions: []string{"eu"}, MergePatch: &apiextensionsv1.JSON{Raw: []byte(`{"data":{"zone":"eu"}}`)}}}
+	cm := func(name, color string) *Template {
+		return fromSource(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "tenant-acme", "labels": map[string]any{"distribute": "web"}, "resourceVersion": "7"},
+			"data":     map[string]any{"color": color},
+		}})
+	}
+	widget := fromSource(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "demo.regionsync.dev/v1alpha1", "kind": "Tenant",
+		"metadata": map[string]any{"name": "shop", "namespace": "tenant-acme"},
+		"spec":     map[string]any{"plan": "team", "replicas": int64(2)},
+	}})
+	content := func(items ...*Template) RevisionContent {
+		t.Helper()
+		c, err := contentOf(d, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := content(cm("web-b", "green"), cm("web-a", "blue"))
+	if !c.Source || len(c.Objects) != 2 || c.Objects[0].Name != "web-a" || c.Objects[1].Name != "web-b" || len(c.Overrides) != 1 {
+		t.Fatalf("content %+v", c)
+	}
+	if strings.Contains(string(c.Objects[0].Object.Raw), "resourceVersion") {
+		t.Errorf("a source object's metadata beyond labels and annotations is in the revision: %s", c.Objects[0].Object.Raw)
+	}
+	items, err := content(widget, cm("web-a", "blue")).Items(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 2 || items[0].Name != "shop" || items[0].GVK.Kind != "Tenant" || items[0].Field != "spec.source" ||
+		!cmp.Equal(items[0].Object, widget.Object) || !cmp.Equal(items[1].Object, cm("web-a", "blue").Object) {
+		t.Errorf("rendered back: %+v, want %+v", items, widget)
+	}
+	same := RevisionName("web", c)
+	for name, other := range map[string]RevisionContent{
+		"a source changed": content(cm("web-a", "blue"), cm("web-b", "bad")),
+		"a source added":   content(cm("web-a", "blue"), cm("web-b", "green"), cm("web-c", "red")),
+		"a source removed": content(cm("web-a", "blue")),
+		"no source":        content(),
+	} {
+		if RevisionName("web", other) == same {
+			t.Errorf("%s: the same revision %s", name, same)
+		}
+	}
+	if got := RevisionName("web", content(cm("web-a", "blue"), cm("web-b", "green"))); got != same {
+		t.Errorf("the same sources in another order: %s, want %s", got, same)
+	}
+	if s := c.Stored(); s.Redacted || !cmp.Equal(s, c) {
+		t.Errorf("ConfigMaps stored as %+v, want as they are", s)
+	}
+	secret := fromSource(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "token"},
+		"data": map[string]any{"token": "c2VjcmV0LXZhbHVl"},
+	}})
+	s := content(cm("web-a", "blue"), secret).Stored()
+	if !s.Redacted || s.Overrides != nil || len(s.Objects) != 2 || s.Objects[0].Name != "token" || strings.Contains(string(s.Objects[0].Object.Raw), "c2VjcmV0LXZhbHVl") || !strings.Contains(string(s.Objects[0].Object.Raw), "sha256") {
+		t.Errorf("a Secret source stored as %+v", s)
+	}
+	// A template revision is named as before source revisions existed.
+	tmpl := RevisionContent{}
+	tmpl.Template.Raw = []byte(tenantJSON)
+	if got := RevisionName("shop", tmpl); got != "shop-a677521a04" {
+		t.Errorf("template revision name %s", got)
+	}
+}
+
+// TestRenderSourceRevisions: each region's objects are rendered from the revision the decision
+// wants for it: the update revision from the sources as they are now, another from its stored
+// content (a rollback writes the previous content although the sources hold the bad one, and a
+// source removed since is still in it); a region waiting for its wave, on a revision that places
+// nothing there, or on a revision holding no secret data, gets one Pending target (it keeps what
+// it has).
+func TestRenderSourceRevisions(t *testing.T) {
+	r := &DistributionReconciler{Keys: testKeys}
+	regions := make([]regionsyncv1alpha1.Region, 0, 5)
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		rg := testRegion(n, "-"+n, nil)
+		rg.Spec.Shard.Kinds = []string{"ConfigMap"}
+		regions = append(regions, rg)
+	}
+	d := sourceDist("web", &regionsyncv1alpha1.DistributionSource{APIVersion: "v1", Kind: "ConfigMap", LabelSelector: &metav1.LabelSelector{}}, "")
+	cm := func(name, color string) *Template {
+		return fromSource(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name}, "data": map[string]any{"color": color},
+		}})
+	}
+	content := func(items ...*Template) RevisionContent {
+		c, err := contentOf(d, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	now := []*Template{cm("web-a", "bad"), cm("web-b", "green")} // what the sources hold
+	have := map[string]Revision{
+		"S": {Name: "S", Number: 1, Content: content(cm("web-a", "blue"), cm("web-b", "green"), cm("web-old", "red"))},
+		"E": {Name: "E", Number: 2, Content: content()},
+		"X": {Name: "X", Number: 3, Content: RevisionContent{Source: true, Redacted: true}},
+		"U": {Name: "U", Number: 4, Content: content(now...)},
+	}
+	placed := placeAll(d, now, []string{"a", "b", "c", "d", "e"}, regions, testKeys)
+	targets := r.renderRevisions(d, configMapGVK, placed, map[string]string{"a": "U", "b": "S", "c": "", "d": "E", "e": "X"}, have["U"], have, regions, nil, nil)
+	var got []string
+	for _, tg := range targets {
+		if tg.Object == nil {
+			got = append(got, tg.Region+":"+string(tg.State))
+			continue
+		}
+		color, _, _ := unstructured.NestedString(tg.Object.Object, "data", "color")
+		got = append(got, tg.Object.GetName()+"="+color+"@"+tg.Object.GetAnnotations()[testKeys.Revision])
+	}
+	want := []string{
+		"web-a-a=bad@U", "web-b-a=green@U",
+		"web-a-b=blue@S", "web-b-b=green@S", "web-old-b=red@S",
+		"c:Pending", "d:Pending", "e:Pending",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rendered (-want +got):\n%s", diff)
 	}
 }
