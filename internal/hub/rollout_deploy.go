@@ -126,7 +126,7 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	placed := placeAll(d, items, selected, regions, r.Keys)
 	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
 	views := r.regionViews(placed, regions, existing, have, update.Name, rule)
-	now := r.Now().Truncate(time.Second) // as the status keeps it
+	now := r.Now() // DecideRollout keeps its times rounded up to the second, as the status does
 	plan, err := DecideRollout(RolloutInput{
 		Strategy: d.Spec.Strategy, Paused: d.Spec.Paused, Update: update.Name, Stable: stable,
 		Stored: func(rev string) bool { h, ok := have[rev]; return ok && !h.Content.Redacted }, Previous: prev,
