@@ -106,3 +106,21 @@ if ! docker exec "$cid" /bin/true; then
 	exit 1
 fi
 docker rm -f "$cid" >/dev/null
+
+# inotify: every kind node runs kubelet, containerd and the control plane, each holding inotify
+# instances; five clusters exhaust the common default of 128 instances per user, and the last
+# node's kube-proxy then exits with "too many open files" (its pods cannot reach the API
+# server's Service). Raised as kind's known-issues page advises, never lowered.
+raise_sysctl() {
+	local key=$1 want=$2 have
+	have=$(sysctl -n "$key" 2>/dev/null || echo 0)
+	[ "$have" -ge "$want" ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		log "$key is $have (kind needs $want with several clusters): run sysctl -w $key=$want as root"
+		return 0
+	fi
+	log "raising $key from $have to $want (several kind clusters)"
+	sysctl -qw "$key=$want"
+}
+raise_sysctl fs.inotify.max_user_instances 512
+raise_sysctl fs.inotify.max_user_watches 524288
