@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -98,7 +100,7 @@ type DistributionReconciler struct {
 	// waiting: per per-region object, the Distributions reporting a Conflict on it, woken when it
 	// changes (it may have been released).
 	waiting    map[types.NamespacedName]map[types.NamespacedName]bool
-	applied    map[string]string // object key → hash of what was last applied
+	applied    map[appliedKey]appliedDigest // per object: what the hub last applied
 	lastStatus map[types.NamespacedName]time.Time
 	totals     distributionTotals
 	health     healthRules
@@ -112,7 +114,7 @@ type DistributionReconciler struct {
 // Regions (spec and label changes only) and, added as they are first placed, each kind of
 // per-region object.
 func (r *DistributionReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.watched, r.applied, r.lastStatus = map[schema.GroupVersionKind]bool{}, map[string]string{}, map[types.NamespacedName]time.Time{}
+	r.watched, r.applied, r.lastStatus = map[schema.GroupVersionKind]bool{}, map[appliedKey]appliedDigest{}, map[types.NamespacedName]time.Time{}
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -441,7 +443,7 @@ func (r *DistributionReconciler) regionObjects(ctx context.Context, region strin
 	for _, gvk := range kinds {
 		ul := &unstructured.UnstructuredList{}
 		ul.SetGroupVersionKind(shard.ListGVK(gvk))
-		if err := r.Objects.List(ctx, ul, client.MatchingLabels{config.RegionLabel: region}, client.UnsafeDisableDeepCopy); err != nil {
+		if err := r.Objects.List(ctx, ul, client.MatchingLabels{config.RegionLabel: region}); err != nil {
 			return 0, fmt.Errorf("counting Region %s's per-region objects of %s: %w", region, shard.KindName(gvk), err)
 		}
 		for i := range ul.Items {
@@ -459,7 +461,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	obj := tg.Object
 	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
 	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
-	hash := jsonvalue.Hash(obj.Object)
+	digest, hashed := digestOf(obj.Object)
 	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
 	if existing == nil {
 		live := &unstructured.Unstructured{}
@@ -489,7 +491,8 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 		}
 	}
 	r.mu.Lock()
-	same := r.applied[key] == hash
+	last, ok := r.applied[keyDigest(key)]
+	same := ok && hashed && last == digest
 	r.mu.Unlock()
 	if existing != nil && same && inSync(obj, existing) {
 		Observe(existing, r.Keys, rule).into(&e)
@@ -512,9 +515,11 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 			fmt.Sprintf("writing %s %s/%s as %s: %v", shard.KindName(obj.GroupVersionKind()), obj.GetNamespace(), obj.GetName(), w, err)
 		return e
 	}
-	r.mu.Lock()
-	r.applied[key] = hash
-	r.mu.Unlock()
+	if hashed {
+		r.mu.Lock()
+		r.applied[keyDigest(key)] = digest
+		r.mu.Unlock()
+	}
 	Observe(written, r.Keys, rule).into(&e)
 	return e
 }
@@ -764,4 +769,29 @@ func minPositive(a, b time.Duration) time.Duration {
 		return a
 	}
 	return min(a, b)
+}
+
+// appliedKey names a per-region object (its kind, namespace and name) in the hub's record of
+// what it applied, and appliedDigest is what it applied: both the first 16 bytes of a SHA-256,
+// so that the record costs a few dozen bytes per object rather than the strings.
+type (
+	appliedKey    [16]byte
+	appliedDigest [16]byte
+)
+
+// keyDigest is the appliedKey of an object's key string.
+func keyDigest(key string) appliedKey {
+	sum := sha256.Sum256([]byte(key))
+	return appliedKey(sum[:16])
+}
+
+// digestOf hashes a rendered object (its JSON, map keys sorted); false when it does not
+// marshal, which never counts as applied.
+func digestOf(obj map[string]any) (appliedDigest, bool) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return appliedDigest{}, false
+	}
+	sum := sha256.Sum256(data)
+	return appliedDigest(sum[:16]), true
 }

@@ -30,18 +30,29 @@ import (
 // compacted (compactObject). Other objects (typed kinds, kinds a host caches for itself) are
 // only stripped of managedFields.
 func Transform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
-	strip := cache.TransformStripManagedFields()
 	compacted := make(map[schema.GroupVersionKind]bool, len(kinds))
 	for _, gvk := range kinds {
 		compacted[gvk] = true
 	}
+	return transform(func(gvk schema.GroupVersionKind) bool { return compacted[gvk] })
+}
+
+// TransformAllUnstructured is Transform for a cache whose unstructured objects are all held
+// compacted, whatever their kind (the hub's per-region objects, of the kinds Distributions
+// place); typed objects are only stripped of managedFields.
+func TransformAllUnstructured() toolscache.TransformFunc {
+	return transform(func(schema.GroupVersionKind) bool { return true })
+}
+
+func transform(compacted func(schema.GroupVersionKind) bool) toolscache.TransformFunc {
+	strip := cache.TransformStripManagedFields()
 	return func(in any) (any, error) {
 		out, err := strip(in)
 		if err != nil {
 			return out, err
 		}
 		u, ok := out.(*unstructured.Unstructured)
-		if !ok || !compacted[u.GroupVersionKind()] {
+		if !ok || !compacted(u.GroupVersionKind()) {
 			return out, nil
 		}
 		c, err := compact(u)
