@@ -151,6 +151,12 @@ func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.Gro
 	u.SetGroupVersionKind(gvk)
 	r.mu.Lock()
 	if !r.watched[gvk] {
+		// Indexed by Distribution: a Distribution's objects are found among every Distribution's
+		// (tens of thousands in one namespace) without a scan.
+		if err := r.Objects.IndexField(ctx, u, distributionIndex, r.distributionOf); err != nil {
+			r.mu.Unlock()
+			return false, fmt.Errorf("indexing %s by Distribution: %w", shard.KindName(gvk), err)
+		}
 		toDistribution := handler.EnqueueRequestsFromMapFunc(r.perRegionRequests)
 		if err := r.ctrl.Watch(source.Kind[client.Object](r.Objects, u, toDistribution)); err != nil {
 			r.mu.Unlock()
@@ -166,6 +172,18 @@ func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.Gro
 	return inf.HasSynced(), nil
 }
 
+// distributionIndex is the per-region objects' index by the Distribution they are labelled for
+// (D/distribution).
+const distributionIndex = "regionsync.distribution"
+
+// distributionOf is distributionIndex's value of a per-region object.
+func (r *DistributionReconciler) distributionOf(o client.Object) []string {
+	if name := o.GetLabels()[r.Keys.Distribution]; name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
 // owned lists a Distribution's per-region objects of one kind, by name.
 func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind) (map[string]*unstructured.Unstructured, error) {
 	synced, err := r.ensureWatch(ctx, gvk)
@@ -177,7 +195,8 @@ func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(shard.ListGVK(gvk))
-	if err := r.Objects.List(ctx, list, client.InNamespace(d.Namespace), client.MatchingLabels{r.Keys.Distribution: d.Name}); err != nil {
+	if err := r.Objects.List(ctx, list, client.InNamespace(d.Namespace), client.MatchingFields{distributionIndex: d.Name},
+		client.MatchingLabels{r.Keys.Distribution: d.Name}); err != nil {
 		return nil, fmt.Errorf("listing %s of Distribution %s: %w", shard.KindName(gvk), client.ObjectKeyFromObject(d), err)
 	}
 	out := make(map[string]*unstructured.Unstructured, len(list.Items))
