@@ -95,6 +95,9 @@ type DistributionReconciler struct {
 	ctrl    controller.Controller
 	mu      sync.Mutex
 	watched map[schema.GroupVersionKind]bool
+	// indexed are the kinds whose per-region objects are indexed by Distribution (once each: an
+	// informer refuses a second index of one name).
+	indexed map[schema.GroupVersionKind]bool
 	// sourceWatched are the source kinds watched.
 	sourceWatched map[schema.GroupVersionKind]bool
 	// waiting: per per-region object, the Distributions reporting a Conflict on it, woken when it
@@ -114,7 +117,7 @@ type DistributionReconciler struct {
 // Regions (spec and label changes only) and, added as they are first placed, each kind of
 // per-region object.
 func (r *DistributionReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.watched, r.applied, r.lastStatus = map[schema.GroupVersionKind]bool{}, map[appliedKey]appliedDigest{}, map[types.NamespacedName]time.Time{}
+	r.watched, r.indexed, r.applied, r.lastStatus = map[schema.GroupVersionKind]bool{}, map[schema.GroupVersionKind]bool{}, map[appliedKey]appliedDigest{}, map[types.NamespacedName]time.Time{}
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -150,13 +153,16 @@ func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.Gro
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	r.mu.Lock()
-	if !r.watched[gvk] {
+	if !r.indexed[gvk] {
 		// Indexed by Distribution: a Distribution's objects are found among every Distribution's
 		// (tens of thousands in one namespace) without a scan.
 		if err := r.Objects.IndexField(ctx, u, distributionIndex, r.distributionOf); err != nil {
 			r.mu.Unlock()
 			return false, fmt.Errorf("indexing %s by Distribution: %w", shard.KindName(gvk), err)
 		}
+		r.indexed[gvk] = true
+	}
+	if !r.watched[gvk] {
 		toDistribution := handler.EnqueueRequestsFromMapFunc(r.perRegionRequests)
 		if err := r.ctrl.Watch(source.Kind[client.Object](r.Objects, u, toDistribution)); err != nil {
 			r.mu.Unlock()
