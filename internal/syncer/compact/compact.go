@@ -1,7 +1,8 @@
-// Package compact holds the objects of the engine's caches in a compact form: the metadata every
-// object has as fields of their own, label and annotation key sets interned once, rare fields
-// behind one pointer, UIDs as 16 bytes. Transform is the caches' transform; a compact object
-// expands back into the unstructured object it was made from when a client reads it.
+// Package compact holds the objects of the engine's caches (and of the hub's cache of per-region
+// objects) in a compact form: the metadata every object has as fields of their own, label and
+// annotation key sets interned once, rare fields behind one pointer, UIDs as 16 bytes. Transform
+// and TransformAllUnstructured are the caches' transforms; a compact object expands back into
+// the unstructured object it was made from when a client reads it.
 package compact
 
 import (
