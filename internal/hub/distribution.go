@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -95,12 +97,15 @@ type DistributionReconciler struct {
 	watchErrs *watchErrors
 	mu        sync.Mutex
 	watched   map[schema.GroupVersionKind]bool
+	// indexed are the kinds whose per-region objects are indexed by Distribution (once each: an
+	// informer refuses a second index of one name).
+	indexed map[schema.GroupVersionKind]bool
 	// sourceWatched are the source kinds watched.
 	sourceWatched map[schema.GroupVersionKind]bool
 	// waiting: per per-region object, the Distributions reporting a Conflict on it, woken when it
 	// changes (it may have been released).
 	waiting    map[types.NamespacedName]map[types.NamespacedName]bool
-	applied    map[string]string // object key → hash of what was last applied
+	applied    map[appliedKey]appliedDigest // per object: what the hub last applied
 	lastStatus map[types.NamespacedName]time.Time
 	totals     distributionTotals
 	health     healthRules
@@ -114,7 +119,7 @@ type DistributionReconciler struct {
 // Regions (spec and label changes only) and, added as they are first placed, each kind of
 // per-region object.
 func (r *DistributionReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.watched, r.applied, r.lastStatus = map[schema.GroupVersionKind]bool{}, map[string]string{}, map[types.NamespacedName]time.Time{}
+	r.watched, r.indexed, r.applied, r.lastStatus = map[schema.GroupVersionKind]bool{}, map[schema.GroupVersionKind]bool{}, map[appliedKey]appliedDigest{}, map[types.NamespacedName]time.Time{}
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -150,6 +155,15 @@ func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.Gro
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	r.mu.Lock()
+	if !r.indexed[gvk] {
+		// Indexed by Distribution: a Distribution's objects are found among every Distribution's
+		// (tens of thousands in one namespace) without a scan.
+		if err := r.Objects.IndexField(ctx, u, distributionIndex, r.distributionOf); err != nil {
+			r.mu.Unlock()
+			return false, fmt.Errorf("indexing %s by Distribution: %w", shard.KindName(gvk), err)
+		}
+		r.indexed[gvk] = true
+	}
 	if !r.watched[gvk] {
 		toDistribution := handler.EnqueueRequestsFromMapFunc(r.perRegionRequests)
 		if err := r.ctrl.Watch(source.Kind[client.Object](r.Objects, u, toDistribution)); err != nil {
@@ -166,6 +180,18 @@ func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.Gro
 	return inf.HasSynced(), nil
 }
 
+// distributionIndex is the per-region objects' index by the Distribution they are labelled for
+// (D/distribution).
+const distributionIndex = "regionsync.distribution"
+
+// distributionOf is distributionIndex's value of a per-region object.
+func (r *DistributionReconciler) distributionOf(o client.Object) []string {
+	if name := o.GetLabels()[r.Keys.Distribution]; name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
 // owned lists a Distribution's per-region objects of one kind, by name.
 func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind) (map[string]*unstructured.Unstructured, error) {
 	synced, err := r.ensureWatch(ctx, gvk)
@@ -177,7 +203,8 @@ func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(shard.ListGVK(gvk))
-	if err := r.Objects.List(ctx, list, client.InNamespace(d.Namespace), client.MatchingLabels{r.Keys.Distribution: d.Name}); err != nil {
+	if err := r.Objects.List(ctx, list, client.InNamespace(d.Namespace), client.MatchingFields{distributionIndex: d.Name},
+		client.MatchingLabels{r.Keys.Distribution: d.Name}); err != nil {
 		return nil, fmt.Errorf("listing %s of Distribution %s: %w", shard.KindName(gvk), client.ObjectKeyFromObject(d), err)
 	}
 	out := make(map[string]*unstructured.Unstructured, len(list.Items))
@@ -430,7 +457,7 @@ func (r *DistributionReconciler) regionObjects(ctx context.Context, region strin
 	for _, gvk := range kinds {
 		ul := &unstructured.UnstructuredList{}
 		ul.SetGroupVersionKind(shard.ListGVK(gvk))
-		if err := r.Objects.List(ctx, ul, client.MatchingLabels{config.RegionLabel: region}, client.UnsafeDisableDeepCopy); err != nil {
+		if err := r.Objects.List(ctx, ul, client.MatchingLabels{config.RegionLabel: region}); err != nil {
 			return 0, fmt.Errorf("counting Region %s's per-region objects of %s: %w", region, shard.KindName(gvk), err)
 		}
 		for i := range ul.Items {
@@ -448,7 +475,7 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 	obj := tg.Object
 	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
 	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
-	hash := jsonvalue.Hash(obj.Object)
+	digest, hashed := digestOf(obj.Object)
 	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
 	if existing == nil {
 		live := &unstructured.Unstructured{}
@@ -478,7 +505,8 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 		}
 	}
 	r.mu.Lock()
-	same := r.applied[key] == hash
+	last, ok := r.applied[keyDigest(key)]
+	same := ok && hashed && last == digest
 	r.mu.Unlock()
 	if existing != nil && same && inSync(obj, existing) {
 		Observe(existing, r.Keys, rule).into(&e)
@@ -501,9 +529,11 @@ func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha
 			fmt.Sprintf("writing %s %s/%s as %s: %v", shard.KindName(obj.GroupVersionKind()), obj.GetNamespace(), obj.GetName(), w, err)
 		return e
 	}
-	r.mu.Lock()
-	r.applied[key] = hash
-	r.mu.Unlock()
+	if hashed {
+		r.mu.Lock()
+		r.applied[keyDigest(key)] = digest
+		r.mu.Unlock()
+	}
 	Observe(written, r.Keys, rule).into(&e)
 	return e
 }
@@ -753,4 +783,29 @@ func minPositive(a, b time.Duration) time.Duration {
 		return a
 	}
 	return min(a, b)
+}
+
+// appliedKey names a per-region object (its kind, namespace and name) in the hub's record of
+// what it applied, and appliedDigest is what it applied: both the first 16 bytes of a SHA-256,
+// so that the record costs a few dozen bytes per object rather than the strings.
+type (
+	appliedKey    [16]byte
+	appliedDigest [16]byte
+)
+
+// keyDigest is the appliedKey of an object's key string.
+func keyDigest(key string) appliedKey {
+	sum := sha256.Sum256([]byte(key))
+	return appliedKey(sum[:16])
+}
+
+// digestOf hashes a rendered object (its JSON, map keys sorted); false when it does not
+// marshal, which never counts as applied.
+func digestOf(obj map[string]any) (appliedDigest, bool) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return appliedDigest{}, false
+	}
+	sum := sha256.Sum256(data)
+	return appliedDigest(sum[:16]), true
 }

@@ -26,6 +26,7 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
+	"github.com/regionsync/regionsync/internal/syncer/compact"
 )
 
 // Options configure the hub's controllers.
@@ -59,10 +60,11 @@ func OptionsFromConfig(c *Config) Options {
 }
 
 // CacheOptions are the manager cache's options the hub needs: only the shard Leases of the
-// fleet's namespace are cached.
+// fleet's namespace are cached, and no object's managedFields (the hub never reads them; a
+// Distribution's status entries each leave one in them).
 func CacheOptions(o Options) cache.Options {
 	o = o.withDefaults()
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&coordinationv1.Lease{}: {
 			Namespaces: map[string]cache.Config{o.Namespace: {}},
 			Label:      labels.SelectorFromSet(labels.Set{claim.LeaseLabel: "true"}),
@@ -95,14 +97,16 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}
-	// The per-region objects are cached without their managedFields: the hub never reads them
-	// (it writes by server-side apply and compares the fields it renders), and on objects that
-	// the hub and an agent both write they are most of an object's cached size.
+	// The per-region objects are cached in the agents' compact form (internal/syncer/compact:
+	// typed metadata, interned keys and short values, the rest as its JSON, no managedFields),
+	// which every Get and List expands back into the unstructured object the API server sent.
+	// Nothing reads the cache without that copy (UnsafeDisableDeepCopy would hand out the
+	// compact form). The Distributions' ControllerRevisions, typed, lose their managedFields.
 	watchErrs := &watchErrors{}
 	objects, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		DefaultLabelSelector: labels.NewSelector().Add(*owned),
-		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultTransform:     compact.TransformAllUnstructured(),
 		// A kind the hub may not list or watch is named in its Distributions' Applied condition.
 		DefaultWatchErrorHandler: watchErrs.handle,
 	})

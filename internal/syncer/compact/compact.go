@@ -1,7 +1,8 @@
-// Package compact holds the objects of the engine's caches in a compact form: the metadata every
-// object has as fields of their own, label and annotation key sets interned once, rare fields
-// behind one pointer, UIDs as 16 bytes. Transform is the caches' transform; a compact object
-// expands back into the unstructured object it was made from when a client reads it.
+// Package compact holds the objects of the engine's caches (and of the hub's cache of per-region
+// objects) in a compact form: the metadata every object has as fields of their own, label and
+// annotation key sets interned once, rare fields behind one pointer, UIDs as 16 bytes. Transform
+// and TransformAllUnstructured are the caches' transforms; a compact object expands back into
+// the unstructured object it was made from when a client reads it.
 package compact
 
 import (
@@ -30,18 +31,29 @@ import (
 // compacted (compactObject). Other objects (typed kinds, kinds a host caches for itself) are
 // only stripped of managedFields.
 func Transform(kinds []schema.GroupVersionKind) toolscache.TransformFunc {
-	strip := cache.TransformStripManagedFields()
 	compacted := make(map[schema.GroupVersionKind]bool, len(kinds))
 	for _, gvk := range kinds {
 		compacted[gvk] = true
 	}
+	return transform(func(gvk schema.GroupVersionKind) bool { return compacted[gvk] })
+}
+
+// TransformAllUnstructured is Transform for a cache whose unstructured objects are all held
+// compacted, whatever their kind (the hub's per-region objects, of the kinds Distributions
+// place); typed objects are only stripped of managedFields.
+func TransformAllUnstructured() toolscache.TransformFunc {
+	return transform(func(schema.GroupVersionKind) bool { return true })
+}
+
+func transform(compacted func(schema.GroupVersionKind) bool) toolscache.TransformFunc {
+	strip := cache.TransformStripManagedFields()
 	return func(in any) (any, error) {
 		out, err := strip(in)
 		if err != nil {
 			return out, err
 		}
 		u, ok := out.(*unstructured.Unstructured)
-		if !ok || !compacted[u.GroupVersionKind()] {
+		if !ok || !compacted(u.GroupVersionKind()) {
 			return out, nil
 		}
 		c, err := compact(u)

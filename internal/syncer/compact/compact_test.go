@@ -130,6 +130,34 @@ func TestCacheTransform(t *testing.T) {
 	}
 }
 
+// TestCacheTransformAllUnstructured: the hub's transform compacts an unstructured object of any
+// kind (a ConfigMap as well as a Tenant), expanding back to the object as served; a typed object
+// (a ControllerRevision in the hub's cache) only loses managedFields.
+func TestCacheTransformAllUnstructured(t *testing.T) {
+	tr := TransformAllUnstructured()
+	for _, kind := range []string{"Tenant", "Other"} {
+		u := tenantJSON(t, "acme", "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a00")
+		u.SetKind(kind)
+		want := u.DeepCopy()
+		unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
+		got := compacted(t, tr, u).DeepCopyObject().(*unstructured.Unstructured)
+		if !reflect.DeepEqual(got.Object, want.Object) {
+			t.Fatalf("%s: expanded object differs:\n got %v\nwant %v", kind, got.Object, want.Object)
+		}
+	}
+	cm, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"n","managedFields":[{"manager":"m"}]},"data":{"k":"v"}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := compacted(t, tr, cm.(*unstructured.Unstructured)).DeepCopyObject().(*unstructured.Unstructured); got.Object["data"].(map[string]any)["k"] != "v" || got.GetManagedFields() != nil {
+		t.Fatalf("ConfigMap expanded as %v", got.Object)
+	}
+	typed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	if out, err := tr(typed); err != nil || out != typed || typed.ManagedFields != nil {
+		t.Fatalf("typed object: %T, %v", out, err)
+	}
+}
+
 // compacted runs the cache transform on u and returns the compact object it must make.
 func compacted(t *testing.T, tr func(any) (any, error), u *unstructured.Unstructured) *compactObject {
 	t.Helper()
