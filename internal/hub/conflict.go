@@ -56,12 +56,18 @@ func (r *DistributionReconciler) olderWanting(ctx context.Context, d *regionsync
 		return nil
 	}
 	base := t.baseName(d)
-	srcLabels := r.sourceLabels(ctx, d, t)
+	// The labels matter only to a Distribution with a source: read once, and only then (for a
+	// template that is a GET per new per-region object).
+	var srcLabels map[string]string
+	srcRead := false
 	var winner *regionsyncv1alpha1.Distribution
 	for i := range list.Items {
 		o := &list.Items[i]
 		if o.Name == d.Name || !older(o, d) || (winner != nil && !older(o, winner)) {
 			continue
+		}
+		if o.Spec.Source != nil && !srcRead {
+			srcLabels, srcRead = r.sourceLabels(ctx, d, t), true
 		}
 		if wants(o, t.GVK, base, srcLabels, region, regions, r.Keys) {
 			winner = o
