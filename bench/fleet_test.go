@@ -420,6 +420,22 @@ func (b *suite) restartStorm(f *simFleet, names []string, cfgs map[string]*confi
 		return f
 	}
 	stormStart := time.Now()
+	// Where the storm's CPU goes: management's API server and the simulated fleet (this
+	// process), over the storm's first 30 s, for go tool pprof.
+	var profiles sync.WaitGroup
+	defer profiles.Wait()
+	profiles.Go(func() {
+		path := filepath.Join(b.dir, fmt.Sprintf("cpu-apiserver-management-storm-%d.pb.gz", len(names)))
+		if err := saveAPIServerProfile(b.ctx, b.e.mgmt.Config, 30, path); err != nil {
+			b.r.note("restart storm: no CPU profile of management's API server: %v", err)
+		}
+	})
+	profiles.Go(func() {
+		path := filepath.Join(b.dir, fmt.Sprintf("cpu-fleet-storm-%d.pb.gz", len(names)))
+		if err := saveOwnProfile(b.ctx, 30*time.Second, path); err != nil {
+			b.r.note("restart storm: no CPU profile of the simulated fleet: %v", err)
+		}
+	})
 	f.stop()
 	stopped := time.Since(stormStart)
 	f, err = b.startSimFleet(names, cfgs, log)
