@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -475,6 +476,7 @@ func (b *suite) restartStorm(f *simFleet, names []string, cfgs map[string]*confi
 		fmt.Sprintf("%.1f s (the old fleet stopped in %.1f s)", allSynced.Seconds(), stopped.Seconds()), "-", "-", "measured", "")
 	b.r.note("restart storm: management answered %s; all management writes %s; the region's writes %s; management's other requests %s",
 		requestsSince(m0, m1), dm.writesSummary(), dl.writesSummary(), dm.readsSummary())
+	b.r.note("restart storm: the outside client's slowest requests (started seconds after the stop): %s", probe.slowest(stormStart, 5))
 	probe.mu.Lock()
 	firstErr := probe.firstErr
 	probe.mu.Unlock()
@@ -569,6 +571,25 @@ func (p *latencyProbe) since(from time.Time) latencies {
 	}
 	sort.Slice(l.sorted, func(i, j int) bool { return l.sorted[i] < l.sorted[j] })
 	return l
+}
+
+// slowest describes the n slowest requests started at or after from: their latency and when
+// they started, in seconds after from.
+func (p *latencyProbe) slowest(from time.Time, n int) string {
+	p.mu.Lock()
+	var idx []int
+	for i, at := range p.at {
+		if !at.Before(from) {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return p.took[idx[a]] > p.took[idx[b]] })
+	var parts []string
+	for _, i := range idx[:min(n, len(idx))] {
+		parts = append(parts, fmt.Sprintf("%s at +%.1f s", ms(p.took[i]), p.at[i].Sub(from).Seconds()))
+	}
+	p.mu.Unlock()
+	return strings.Join(parts, ", ")
 }
 
 func (l latencies) n() int { return len(l.sorted) }
