@@ -183,6 +183,7 @@ func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
 	}
 	remote, err := cluster.New(e.remoteConfig, func(o *cluster.Options) {
 		o.Scheme = e.mgr.GetScheme()
+		o.HTTPClient = e.remoteHTTP
 		o.Logger = e.log.WithName("management")
 		o.Cache = opts
 		o.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
