@@ -584,7 +584,7 @@ func (p *latencyProbe) slowest(from time.Time, n int) string {
 		}
 	}
 	sort.Slice(idx, func(a, b int) bool { return p.took[idx[a]] > p.took[idx[b]] })
-	var parts []string
+	parts := make([]string, 0, n)
 	for _, i := range idx[:min(n, len(idx))] {
 		parts = append(parts, fmt.Sprintf("%s at +%.1f s", ms(p.took[i]), p.at[i].Sub(from).Seconds()))
 	}

@@ -16,7 +16,7 @@ func UnstructuredFor(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 
 // SetStartJitterRand replaces how the start jitter's wait is drawn, until the returned function
 // restores it.
-func SetStartJitterRand(draw func(max time.Duration) time.Duration) (restore func()) {
+func SetStartJitterRand(draw func(limit time.Duration) time.Duration) (restore func()) {
 	old := startJitterRand.Swap(&draw)
 	return func() { startJitterRand.Store(old) }
 }

@@ -74,8 +74,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 }
 
-// startJitterRand draws the start jitter's wait in [0, max) (tests replace it).
-var startJitterRand atomic.Pointer[func(max time.Duration) time.Duration]
+// startJitterRand draws the start jitter's wait in [0, limit) (tests replace it).
+var startJitterRand atomic.Pointer[func(limit time.Duration) time.Duration]
 
 func init() {
 	n := rand.N[time.Duration]

@@ -27,9 +27,9 @@ func TestStartJitterOnRestart(t *testing.T) {
 	var drawnMax atomic.Int64
 	var wait atomic.Int64
 	wait.Store(int64(time.Hour))
-	t.Cleanup(syncer.SetStartJitterRand(func(max time.Duration) time.Duration {
+	t.Cleanup(syncer.SetStartJitterRand(func(limit time.Duration) time.Duration {
 		draws.Add(1)
-		drawnMax.Store(int64(max))
+		drawnMax.Store(int64(limit))
 		return time.Duration(wait.Load())
 	}))
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
