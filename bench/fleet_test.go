@@ -65,6 +65,9 @@ func (b *suite) registerRegions(names []string) (map[string]*config.AgentConfig,
 			return err
 		}
 		cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{} // it impersonates: no token to renew
+		if j := b.p.FleetStartJitter; j != nil {
+			cfg.Management.StartJitter = &metav1.Duration{Duration: *j}
+		}
 		mu.Lock()
 		cfgs[names[i]] = cfg
 		mu.Unlock()
