@@ -38,6 +38,9 @@ type params struct {
 	PerNamespace int             // BENCH_PER_NAMESPACE: objects per namespace (default 100)
 	FleetRegions []int           // BENCH_FLEET_REGIONS: simulated fleet sizes (default 50,500); the largest restarts at once
 	FleetObjects int             // BENCH_FLEET_OBJECTS: Tenants per idle or simulated region (default 2)
+	// BENCH_FLEET_START_JITTER: the simulated regions' management.startJitter (default: the
+	// shipped configuration's)
+	FleetStartJitter *time.Duration
 	// BENCH_ROLLOUT_REGIONS: simulated regions of the rollout figure (default 20: a first wave of 1 is 5 %)
 	RolloutRegions   int
 	RolloutSoak      time.Duration // BENCH_ROLLOUT_SOAK: the rollout figure's soak per wave (default 10s)
@@ -88,6 +91,10 @@ func loadParams(t *testing.T) params {
 	ints("BENCH_RATES", &p.Rates)
 	ints("BENCH_FLEET_REGIONS", &p.FleetRegions)
 	one("BENCH_FLEET_OBJECTS", &p.FleetObjects)
+	if os.Getenv("BENCH_FLEET_START_JITTER") != "" {
+		p.FleetStartJitter = new(time.Duration)
+		dur("BENCH_FLEET_START_JITTER", p.FleetStartJitter)
+	}
 	dur("BENCH_CHURN", &p.Churn)
 	dur("BENCH_GRACE", &p.Grace)
 	dur("BENCH_REST", &p.Rest)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -64,6 +65,9 @@ func (b *suite) registerRegions(names []string) (map[string]*config.AgentConfig,
 			return err
 		}
 		cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{} // it impersonates: no token to renew
+		if j := b.p.FleetStartJitter; j != nil {
+			cfg.Management.StartJitter = &metav1.Duration{Duration: *j}
+		}
 		mu.Lock()
 		cfgs[names[i]] = cfg
 		mu.Unlock()
@@ -420,6 +424,22 @@ func (b *suite) restartStorm(f *simFleet, names []string, cfgs map[string]*confi
 		return f
 	}
 	stormStart := time.Now()
+	// Where the storm's CPU goes: management's API server and the simulated fleet (this
+	// process), over the storm's first 30 s, for go tool pprof.
+	var profiles sync.WaitGroup
+	defer profiles.Wait()
+	profiles.Go(func() {
+		path := filepath.Join(b.dir, fmt.Sprintf("cpu-apiserver-management-storm-%d.pb.gz", len(names)))
+		if err := saveAPIServerProfile(b.ctx, b.e.mgmt.Config, 30, path); err != nil {
+			b.r.note("restart storm: no CPU profile of management's API server: %v", err)
+		}
+	})
+	profiles.Go(func() {
+		path := filepath.Join(b.dir, fmt.Sprintf("cpu-fleet-storm-%d.pb.gz", len(names)))
+		if err := saveOwnProfile(b.ctx, 30*time.Second, path); err != nil {
+			b.r.note("restart storm: no CPU profile of the simulated fleet: %v", err)
+		}
+	})
 	f.stop()
 	stopped := time.Since(stormStart)
 	f, err = b.startSimFleet(names, cfgs, log)
@@ -459,6 +479,7 @@ func (b *suite) restartStorm(f *simFleet, names []string, cfgs map[string]*confi
 		fmt.Sprintf("%.1f s (the old fleet stopped in %.1f s)", allSynced.Seconds(), stopped.Seconds()), "-", "-", "measured", "")
 	b.r.note("restart storm: management answered %s; all management writes %s; the region's writes %s; management's other requests %s",
 		requestsSince(m0, m1), dm.writesSummary(), dl.writesSummary(), dm.readsSummary())
+	b.r.note("restart storm: the outside client's slowest requests (started seconds after the stop): %s", probe.slowest(stormStart, 5))
 	probe.mu.Lock()
 	firstErr := probe.firstErr
 	probe.mu.Unlock()
@@ -553,6 +574,25 @@ func (p *latencyProbe) since(from time.Time) latencies {
 	}
 	sort.Slice(l.sorted, func(i, j int) bool { return l.sorted[i] < l.sorted[j] })
 	return l
+}
+
+// slowest describes the n slowest requests started at or after from: their latency and when
+// they started, in seconds after from.
+func (p *latencyProbe) slowest(from time.Time, n int) string {
+	p.mu.Lock()
+	var idx []int
+	for i, at := range p.at {
+		if !at.Before(from) {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return p.took[idx[a]] > p.took[idx[b]] })
+	parts := make([]string, 0, n)
+	for _, i := range idx[:min(n, len(idx))] {
+		parts = append(parts, fmt.Sprintf("%s at +%.1f s", ms(p.took[i]), p.at[i].Sub(from).Seconds()))
+	}
+	p.mu.Unlock()
+	return strings.Join(parts, ", ")
 }
 
 func (l latencies) n() int { return len(l.sorted) }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -334,4 +335,23 @@ func saveAPIServerProfile(ctx context.Context, cfg *rest.Config, seconds int, pa
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return err
+}
+
+// saveOwnProfile writes a CPU profile of this process over d to path (nothing when another
+// profile is running: go test -cpuprofile).
+func saveOwnProfile(ctx context.Context, d time.Duration, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	pprof.StopCPUProfile()
+	return nil
 }

@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,8 @@ type Engine struct {
 	// remoteConfig reaches management through guard: its connections are counted and its writes
 	// refused until management's identity is verified after the last new one (connguard.go).
 	remoteConfig *rest.Config
+	// remoteHTTP is remoteConfig's HTTP client, shared by the management clients.
+	remoteHTTP   *http.Client
 	guard        *connGuard
 	keys         shard.Keys
 	mapper       *shard.Mapper
@@ -122,6 +125,13 @@ func NewEngine(p Params) (*Engine, error) {
 		},
 	}
 	guard.verify = func(ctx context.Context) { e.identity.check(ctx) }
+	// One HTTP client (one connection, HTTP/2 multiplexed) for the engine's management cache and
+	// client and for the host's claim and Region clients: the guard's own Dial keeps client-go
+	// from sharing a transport between them by itself, and each connection of its own would cost
+	// management a TLS handshake and an identity check at every start.
+	if e.remoteHTTP, err = rest.HTTPClientFor(e.remoteConfig); err != nil {
+		return nil, fmt.Errorf("management client: %w", err)
+	}
 	if e.secretCaches, err = addSecretCaches(mgr, cfg); err != nil {
 		return nil, err
 	}
@@ -145,6 +155,10 @@ func (e *Engine) SessionReady() <-chan struct{} { return e.sessionReady }
 
 // ManagementConfig is the rest.Config the engine uses for management.
 func (e *Engine) ManagementConfig() *rest.Config { return e.remoteConfig }
+
+// ManagementHTTPClient is the HTTP client of ManagementConfig that the engine's management cache
+// and client use: clients built on it share their connection to management.
+func (e *Engine) ManagementHTTPClient() *http.Client { return e.remoteHTTP }
 
 // FirstPassDone reports whether every kind's informers exist on both clusters and every object
 // of the shard in the management cache has been reconciled at least once (latched per kind, and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,6 +30,9 @@ var ErrNoSession = errors.New("no management session")
 // returns when ctx ends.
 func (e *Engine) Start(ctx context.Context) error {
 	defer e.localEvents.Shutdown()
+	if !e.startJitter(ctx) {
+		return nil
+	}
 	disc, err := discovery.NewDiscoveryClientForConfig(withTimeout(e.remoteConfig, 5*time.Second))
 	if err != nil {
 		return fmt.Errorf("management client: %w", err)
@@ -66,6 +71,37 @@ func (e *Engine) Start(ctx context.Context) error {
 		return nil
 	case err := <-errc:
 		return fmt.Errorf("management cache stopped: %w", err)
+	}
+}
+
+// startJitterRand draws the start jitter's wait in [0, limit) (tests replace it).
+var startJitterRand atomic.Pointer[func(limit time.Duration) time.Duration]
+
+func init() {
+	n := rand.N[time.Duration]
+	startJitterRand.Store(&n)
+}
+
+// startJitter waits a random time in [0, StartJitter) before the first request to management
+// when the region has synced before (its management identity is recorded), so that a fleet
+// restarted at once spreads its connections, identity checks and claims over StartJitter; a new
+// region starts at once. It returns false when ctx ended first.
+func (e *Engine) startJitter(ctx context.Context) bool {
+	if e.cfg.StartJitter <= 0 {
+		return true
+	}
+	if record, err := e.identity.recorded(ctx); err != nil || record == "" {
+		return ctx.Err() == nil // a new region (or no record readable: the identity check will say why)
+	}
+	d := (*startJitterRand.Load())(e.cfg.StartJitter)
+	e.log.Info("waiting before the first request to management (management.startJitter)", "wait", d.Round(time.Millisecond).String())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -147,6 +183,7 @@ func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
 	}
 	remote, err := cluster.New(e.remoteConfig, func(o *cluster.Options) {
 		o.Scheme = e.mgr.GetScheme()
+		o.HTTPClient = e.remoteHTTP
 		o.Logger = e.log.WithName("management")
 		o.Cache = opts
 		o.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}

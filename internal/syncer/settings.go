@@ -38,6 +38,8 @@ type Settings struct {
 	ResyncPeriod time.Duration
 	// HeartbeatInterval is how often the Region's heartbeat is refreshed.
 	HeartbeatInterval time.Duration
+	// StartJitter bounds the random wait before the first request to management.
+	StartJitter time.Duration
 	// Claim times the shard claim, as client-go's leader election times a Lease.
 	Claim LeaseTimings
 }

@@ -61,9 +61,10 @@ func StartAgent(bin, name, configPath, kubeconfig string, out io.Writer, onExit 
 // suffix, before defaults; tests set what they need on top.
 func TenantAgentConfig(region, suffix, managementKubeconfig string) *config.AgentConfig {
 	return &config.AgentConfig{
-		TypeMeta:   config.TypeMeta(),
-		Region:     region,
-		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig},
+		TypeMeta: config.TypeMeta(),
+		Region:   region,
+		// No start jitter: tests restart agents and wait for them (it has its own test).
+		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig, StartJitter: &metav1.Duration{}},
 		Shard:      config.ShardConfig{RemoteResourceSuffix: suffix},
 		Resources:  []config.ResourceConfig{{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}},
 	}

@@ -26,7 +26,11 @@ const (
 	DefaultClaimLeaseDuration = 75 * time.Second
 	DefaultClaimRenewDeadline = 35 * time.Second
 	DefaultClaimRetryPeriod   = 25 * time.Second
-	DefaultResyncPeriod       = 10 * time.Minute
+	// DefaultStartJitter is management.startJitter's default: an agent's first request to
+	// management waits a random 0–5 s, so that a fleet restarted at once spreads its
+	// connections, identity checks and claims over 5 s (docs/performance.md, "Restart storm").
+	DefaultStartJitter  = 5 * time.Second
+	DefaultResyncPeriod = 10 * time.Minute
 	// DefaultHeartbeatInterval is telemetry.heartbeatInterval's default: 0, the Region status
 	// is written only when it changes (the shard Lease's renewal is the heartbeat).
 	DefaultHeartbeatInterval time.Duration = 0

@@ -159,6 +159,9 @@ func Default(c *AgentConfig) {
 	defaultDuration(&cl.LeaseDuration, DefaultClaimLeaseDuration)
 	defaultDuration(&cl.RenewDeadline, DefaultClaimRenewDeadline)
 	defaultDuration(&cl.RetryPeriod, DefaultClaimRetryPeriod)
+	if c.Management.StartJitter == nil {
+		c.Management.StartJitter = &metav1.Duration{Duration: DefaultStartJitter}
+	}
 	if c.DeletionBudget.MaxFraction == nil {
 		c.DeletionBudget.MaxFraction = ptr.To(DefaultDeletionMaxFraction)
 	}
@@ -304,6 +307,14 @@ func ValidateHeartbeatInterval(p *field.Path, d time.Duration) field.ErrorList {
 	return nil
 }
 
+// ValidateStartJitter requires 0 (no wait) to 5m.
+func ValidateStartJitter(p *field.Path, d time.Duration) field.ErrorList {
+	if d < 0 || d > 5*time.Minute {
+		return field.ErrorList{field.Invalid(p, d.String(), "must be between 0s (no wait) and 5m")}
+	}
+	return nil
+}
+
 func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
 	var errs field.ErrorList
 	if m.Kubeconfig == "" {
@@ -319,6 +330,9 @@ func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
 	errs = append(errs, ValidateClusterID(p.Child("clusterID"), m.ClusterID)...)
 	c := m.Claim
 	errs = append(errs, ValidateLeaseTimings(p.Child(claimField), c.LeaseDuration.Duration, c.RenewDeadline.Duration, c.RetryPeriod.Duration)...)
+	if m.StartJitter != nil {
+		errs = append(errs, ValidateStartJitter(p.Child("startJitter"), m.StartJitter.Duration)...)
+	}
 	cr, cp := m.CredentialRenewal, p.Child(credentialRenewalField)
 	if cr.Enabled {
 		return append(errs, ValidateCredentialRenewal(cp, cr.SecretName, cr.SecretNamespace, cr.SecretKey, cr.Lifetime.Duration, cr.RenewBefore.Duration)...)

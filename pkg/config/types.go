@@ -106,6 +106,11 @@ type ManagementConfig struct {
 	// waits for a silent one, how long a leader cut off from management keeps its claim, and
 	// when the hub judges the region silent (lease duration + its grace).
 	Claim LeaseTimings `json:"claim,omitempty"`
+	// StartJitter spreads a fleet's start on management: at start the agent waits a random time
+	// between 0 and this before its first request to management, so that regions restarted
+	// together (a fleet upgraded at once, management restored and every agent restarted) do not
+	// all connect, verify management and claim in the same second. Default 5s; 0s: no wait.
+	StartJitter *metav1.Duration `json:"startJitter,omitempty"`
 	// CredentialRenewal renews the kubeconfig's token (the region's ServiceAccount token on
 	// management) before it expires and writes the new one into the Secret the kubeconfig is
 	// mounted from. Off by default; the shipped overlays turn it on.

@@ -65,11 +65,11 @@ func newFleetLeader(cfg *syncer.Settings, opts Options, mgr manager.Manager, eng
 	leases := rest.CopyConfig(remote)
 	leases.ContentType = runtime.ContentTypeProtobuf
 	leases.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	mgmt, err := kubernetes.NewForConfig(leases)
+	mgmt, err := kubernetes.NewForConfigAndClient(leases, engine.ManagementHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}
-	regions, err := client.NewWithWatch(remote, client.Options{Scheme: scheme.New()})
+	regions, err := client.NewWithWatch(remote, client.Options{Scheme: scheme.New(), HTTPClient: engine.ManagementHTTPClient()})
 	if err != nil {
 		return nil, fmt.Errorf("management client: %w", err)
 	}

@@ -100,6 +100,11 @@ type Management struct {
 	// when Config holds a ServiceAccount token (ManagementCredentialExpiry, the metric
 	// regionsync_management_credential_expiry_timestamp_seconds, the Region status).
 	CredentialRenewal *CredentialRenewal
+	// StartJitter spreads a fleet's start on management: the syncer waits a random time between
+	// 0 and this before its first request to management, so that regions restarted together do
+	// not all connect, verify management and claim in the same second. 0 (the library's
+	// default): no wait. The agent binary waits up to 5 s (management.startJitter).
+	StartJitter time.Duration
 }
 
 // CredentialRenewal renews the management credential, a ServiceAccount token (as
@@ -251,7 +256,8 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) Options
 	o := Options{
 		Region:           cfg.Region,
 		AnnotationDomain: cfg.AnnotationDomain,
-		Management:       Management{Config: management, Namespace: cfg.Management.Namespace, ClusterID: cfg.Management.ClusterID},
+		Management: Management{Config: management, Namespace: cfg.Management.Namespace, ClusterID: cfg.Management.ClusterID,
+			StartJitter: ptr.Deref(cfg.Management.StartJitter, metav1.Duration{}).Duration},
 		Shard: Shard{
 			NamespacePrefix:       cfg.Shard.NamespacePrefix,
 			RemoteResourceSuffix:  cfg.Shard.RemoteResourceSuffix,
@@ -339,6 +345,7 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 	errs = append(errs, config.ValidateAnnotationDomain(field.NewPath("annotationDomain"), o.AnnotationDomain)...)
 	errs = append(errs, config.ValidateDNSLabel(field.NewPath("management", "namespace"), o.Management.Namespace)...)
 	errs = append(errs, config.ValidateClusterID(field.NewPath("management", "clusterID"), o.Management.ClusterID)...)
+	errs = append(errs, config.ValidateStartJitter(field.NewPath("management", "startJitter"), o.Management.StartJitter)...)
 	if r := o.Management.CredentialRenewal; r != nil {
 		errs = append(errs, config.ValidateCredentialRenewal(field.NewPath("management", "credentialRenewal"),
 			r.Secret.Name, r.Secret.Namespace, r.SecretKey, r.Lifetime, r.RenewBefore)...)
@@ -358,6 +365,7 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 		DeletionBudget:    budget.Budget{MaxFraction: o.DeletionBudget.MaxFraction, MinObjects: *o.DeletionBudget.MinObjects, Window: o.DeletionBudget.Window},
 		ResyncPeriod:      o.ResyncPeriod,
 		HeartbeatInterval: o.HeartbeatInterval,
+		StartJitter:       o.Management.StartJitter,
 		Claim:             syncer.LeaseTimings{LeaseDuration: o.Claim.LeaseDuration, RenewDeadline: o.Claim.RenewDeadline, RetryPeriod: o.Claim.RetryPeriod},
 	}
 	errs = append(errs, config.ValidateShard(field.NewPath("shard"), &s.Shard)...)

@@ -79,6 +79,7 @@ management:
   namespace: fleet
   clusterID: 0b3c6f3e-8f55-4a8e-9d7c-2f0e6c1d9a11
   claim: {leaseDuration: 90s, renewDeadline: 50s, retryPeriod: 20s}
+  startJitter: 12s
 shard:
   namespacePrefix: tenant-
   remoteResourceSuffix: -eu
@@ -112,6 +113,7 @@ telemetry: {heartbeatInterval: 45s}
 		DeletionBudget:    budget.Budget{MaxFraction: 0.25, MinObjects: 3, Window: 7 * time.Minute},
 		ResyncPeriod:      11 * time.Minute,
 		HeartbeatInterval: 45 * time.Second,
+		StartJitter:       12 * time.Second,
 		Claim:             syncer.LeaseTimings{LeaseDuration: 90 * time.Second, RenewDeadline: 50 * time.Second, RetryPeriod: 20 * time.Second},
 	}
 	if diff := settingsDiff(s, want); diff != "" {
@@ -196,6 +198,7 @@ func TestOptionsErrorsNameTheField(t *testing.T) {
 		"budget min":        {func(o *Options) { o.DeletionBudget.MinObjects = ptr.To(-1) }, []string{"deletionBudget.minObjects: Invalid value"}},
 		"resync":            {func(o *Options) { o.ResyncPeriod = time.Second }, []string{"resyncPeriod: Invalid value"}},
 		"heartbeat":         {func(o *Options) { o.HeartbeatInterval = time.Hour }, []string{"heartbeatInterval: Invalid value"}},
+		"start jitter":      {func(o *Options) { o.Management.StartJitter = -time.Second }, []string{"management.startJitter: Invalid value"}},
 		"renewal secret": {func(o *Options) {
 			o.Management.CredentialRenewal = &CredentialRenewal{Secret: types.NamespacedName{Name: "Bad!"}}
 		}, []string{"management.credentialRenewal.secretName: Invalid value"}},

@@ -176,26 +176,33 @@ func (c *Claimer) held(ctx context.Context) {
 
 // round is one round of held; it returns how long to wait before the next.
 func (c *Claimer) round(ctx context.Context) time.Duration {
-	collision, err := c.collision(ctx)
+	collision, marked, err := c.collision(ctx)
 	if err != nil {
 		c.Log.Error(err, "reading other shards; retrying")
 		return c.RetryPeriod
 	}
 	if collision != "" {
 		c.set(State{Held: true, Reason: regionsyncv1alpha1.ReasonShardOverlap, Message: collision})
-		if err := c.annotate(ctx, StateRefused); err != nil {
+		if _, err := c.annotate(ctx, StateRefused); err != nil {
 			c.Log.Error(err, "recording the refused shard on its Lease")
 		}
 		return 3 * c.RetryPeriod
 	}
-	if err := c.annotate(ctx, StateSyncing); err != nil {
+	remarked, err := c.annotate(ctx, StateSyncing)
+	if err != nil {
 		c.Log.Error(err, "recording the shard on its Lease; retrying")
 		return c.RetryPeriod
 	}
 	// Two overlapping shards that started together both got here: the older registration
-	// keeps syncing, the younger steps back (collision sees the older one as Syncing).
-	if collision, err = c.collision(ctx); err == nil && collision != "" {
-		return 0
+	// keeps syncing, the younger steps back (collision sees the older one as Syncing). What
+	// settles it is a list made after the shard was marked Syncing on its Lease: the list
+	// above already was one when the Lease said so before it (a restart over the shard's own
+	// record, as every region of a fleet restarting at once does), and the record did not
+	// change since; otherwise the shard lists again.
+	if !marked || remarked {
+		if collision, _, err = c.collision(ctx); err == nil && collision != "" {
+			return 0
+		}
 	}
 	c.set(State{Held: true, Syncing: true, Reason: regionsyncv1alpha1.ReasonClaimed, Message: "syncing " + c.Def.String()})
 	if c.WhileSyncing == nil {
@@ -216,16 +223,23 @@ func (c *Claimer) round(ctx context.Context) time.Duration {
 const ReservationGrace = 10 * time.Minute
 
 // collision returns a description of another region's syncing shard that overlaps ours and was
-// registered first (its Lease is older), or "".
-func (c *Claimer) collision(ctx context.Context) (string, error) {
+// registered first (its Lease is older), or "". marked reports whether our own Lease, in the
+// same list, already recorded this shard as Syncing (its definition, state and registration).
+func (c *Claimer) collision(ctx context.Context) (collision string, marked bool, err error) {
 	leases, err := c.Client.CoordinationV1().Leases(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LeaseLabel + "=true"})
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	var own *coordinationv1.Lease
 	for i := range leases.Items {
 		if leases.Items[i].Name == LeaseName(c.Def.Region) {
 			own = &leases.Items[i]
+		}
+	}
+	if own != nil {
+		marked, err = c.records(own, StateSyncing)
+		if err != nil {
+			return "", false, err
 		}
 	}
 	sort.Slice(leases.Items, func(i, j int) bool { return leases.Items[i].Name < leases.Items[j].Name })
@@ -242,10 +256,21 @@ func (c *Claimer) collision(ctx context.Context) (string, error) {
 		overlap, why := shard.Overlap(c.Def, other)
 		if overlap && (own == nil || !registeredBefore(own, l)) {
 			return fmt.Sprintf("shard of %s collides with the shard of %s (Lease %s/%s, held by %s): %s",
-				c.Def, other, c.Namespace, l.Name, orNone(deref(l.Spec.HolderIdentity)), why), nil
+				c.Def, other, c.Namespace, l.Name, orNone(deref(l.Spec.HolderIdentity)), why), marked, nil
 		}
 	}
-	return "", nil
+	return "", marked, nil
+}
+
+// records reports whether Lease l records this shard in state: its definition, the state and a
+// registration (the replica named on it aside).
+func (c *Claimer) records(l *coordinationv1.Lease, state string) (bool, error) {
+	def, err := json.Marshal(c.Def)
+	if err != nil {
+		return false, err
+	}
+	_, registered := registeredAt(l)
+	return registered && l.Annotations[DefinitionAnnotation] == string(def) && l.Annotations[StateAnnotation] == state, nil
 }
 
 // registeredBefore reports whether the shard of lease a was registered before that of lease b:
@@ -313,22 +338,32 @@ func deref(s *string) string {
 }
 
 // annotate records the shard definition, its state and this replica on the Lease, only when
-// they changed. The patch is conditional on the Lease read; a renewal that lands between the
-// read and the patch (client-go's elector writes the same Lease) is read again at once, not
+// they changed; remarked reports whether the definition, the state or the registration did (not
+// only the replica). The patch is conditional on the Lease read; a renewal that lands between
+// the read and the patch (client-go's elector writes the same Lease) is read again at once, not
 // retried a whole RetryPeriod later.
-func (c *Claimer) annotate(ctx context.Context, state string) error {
-	return clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error { return c.annotateOnce(ctx, state) })
+func (c *Claimer) annotate(ctx context.Context, state string) (remarked bool, err error) {
+	err = clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		var err error
+		remarked, err = c.annotateOnce(ctx, state)
+		return err
+	})
+	return remarked, err
 }
 
-func (c *Claimer) annotateOnce(ctx context.Context, state string) error {
+func (c *Claimer) annotateOnce(ctx context.Context, state string) (remarked bool, err error) {
 	leases := c.Client.CoordinationV1().Leases(c.Namespace)
 	l, err := leases.Get(ctx, LeaseName(c.Def.Region), metav1.GetOptions{})
 	if err != nil {
-		return err
+		return false, err
+	}
+	recorded, err := c.records(l, state)
+	if err != nil {
+		return false, err
 	}
 	def, err := json.Marshal(c.Def)
 	if err != nil {
-		return err
+		return false, err
 	}
 	want := map[string]string{DefinitionAnnotation: string(def), StateAnnotation: state, HolderAnnotation: c.Holder}
 	if _, ok := registeredAt(l); !ok {
@@ -341,12 +376,12 @@ func (c *Claimer) annotateOnce(ctx context.Context, state string) error {
 		}
 	}
 	if same {
-		return nil
+		return false, nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want, "resourceVersion": l.ResourceVersion}})
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = leases.Patch(ctx, l.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: shard.FieldManager})
-	return err
+	return !recorded, err
 }
