@@ -55,24 +55,20 @@ func AddFanOutRegion(t *testing.T, f Fleet, deployCopy, name string) {
 // On timeout it logs the end of the agents' logs (the region added last comes last).
 func waitShardHolder(t *testing.T, f Fleet, region string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		_, err := regionLeaseHolder(context.Background(), f, region)
-		if err == nil {
+	defer func() {
+		if !t.Failed() {
 			return
 		}
-		if time.Now().After(deadline) {
-			logs, lerr := f.AgentLogs()
-			if lerr != nil {
-				t.Logf("the agents' logs: %v", lerr)
-			}
-			if len(logs) > 12000 {
-				logs = logs[len(logs)-12000:]
-			}
-			t.Fatalf("%s's agents hold no shard Lease after 2m0s: %v\nthe end of the agents' logs:\n%s", region, err, logs)
+		logs, err := f.AgentLogs()
+		if err != nil {
+			t.Logf("the agents' logs: %v", err)
 		}
-		time.Sleep(time.Second)
-	}
+		t.Logf("the end of the agents' logs:\n%s", logs[max(0, len(logs)-12000):])
+	}()
+	testenv.Eventually(t, region+"'s agents hold its shard Lease", 2*time.Minute, func() error {
+		_, err := regionLeaseHolder(context.Background(), f, region)
+		return err
+	})
 }
 
 // WriteFanOutOverlays writes the overlays of region name with new-region.sh into deployCopy and
