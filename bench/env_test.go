@@ -330,3 +330,20 @@ func cloneConfig(cfg *config.AgentConfig) (*config.AgentConfig, error) {
 	}
 	return config.Parse(data)
 }
+
+// saveLease writes region's shard Lease on management as YAML into the run's directory (to
+// compare what agent processes and simulated regions write); a failure is only noted.
+func (b *suite) saveLease(region, file string) {
+	lease := &coordinationv1.Lease{}
+	err := b.e.mgmt.Client.Get(b.ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, lease)
+	var data []byte
+	if err == nil {
+		data, err = yaml.Marshal(lease)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(b.dir, file), data, 0o644)
+	}
+	if err != nil {
+		b.r.note("the shard Lease of %s not saved: %v", region, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -367,11 +368,12 @@ func (b *suite) idle() {
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(b.settle()) // start-up writes (Region status, Lease registration, the first renewal) are over
-	busy, err := b.mgmtWindow(b.idleWindow())
+	busy, err := b.mgmtWindowProfiled(b.idleWindow(), fmt.Sprintf("cpu-apiserver-management-idle-processes-%d.pb.gz", len(agents)), fmt.Sprintf("idle, %d agent processes", len(agents)))
 	if err != nil {
 		b.errorf("idle: %v", err)
 		return
 	}
+	b.saveLease(names[0], "lease-idle-processes.yaml")
 	cost := newIdleCost(len(agents), background, busy)
 	b.realIdle[len(agents)] = cost
 	b.r.add(idleCostFigure(len(agents), "agent processes"), cost.text(), cost.baselineText(), "-", "writes ≤ 0.05/s", verdict(cost.writes <= 0.05))
@@ -394,6 +396,30 @@ func (b *suite) idle() {
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
 // mgmtWindow is what management's API server served over the next d.
+// mgmtWindowProfiled is mgmtWindow with management's API server CPU-profiled over the window's
+// first minute at most, into profile in the run's directory (a note says why when it cannot be).
+// A note gives what else loaded the machine over the window (name says which): its CPU busy
+// and the regional API server's CPU, against which management's CPU per region is read.
+func (b *suite) mgmtWindowProfiled(d time.Duration, profile, name string) (delta, error) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		seconds := int(min(d, time.Minute) / time.Second)
+		if err := saveAPIServerProfile(b.ctx, b.e.mgmt.Config, seconds, filepath.Join(b.dir, profile)); err != nil {
+			b.r.note("no CPU profile %s of management's API server: %v", profile, err)
+		}
+	})
+	l0, lerr := b.localM.read(b.ctx)
+	c0, t0 := machineCPU()
+	dm, err := b.mgmtWindow(d)
+	busy := busySince(c0, t0)
+	if l1, err := b.localM.read(b.ctx); err == nil && lerr == nil && dm.seconds > 0 {
+		b.r.note("%s: over the %.0f s window the machine's CPU was %s busy, management's API server used %.1f ms/s of CPU and the regional API server %.1f ms/s (%.1f writes/s)",
+			name, dm.seconds, busy, dm.cpu/dm.seconds*1000, (l1.cpu-l0.cpu)/dm.seconds*1000, diff(l0, l1).count(isWrite)/dm.seconds)
+	}
+	return dm, err
+}
+
 func (b *suite) mgmtWindow(d time.Duration) (delta, error) {
 	m0, err := b.mgmtM.read(b.ctx)
 	if err != nil {

@@ -374,12 +374,13 @@ func (b *suite) fleet() {
 		}
 		b.r.note("fleet of %d simulated regions: every region synced %s after the start", n, took.Round(100*time.Millisecond))
 		time.Sleep(b.settle()) // start-up writes (Region status, Lease registration, the first renewal) are over
-		busy, err := b.mgmtWindow(b.idleWindow())
+		busy, err := b.mgmtWindowProfiled(b.idleWindow(), fmt.Sprintf("cpu-apiserver-management-idle-simulated-%d.pb.gz", n), fmt.Sprintf("idle, %d simulated regions", n))
 		if err != nil {
 			f.stop()
 			b.errorf("fleet: %v", err)
 			return
 		}
+		b.saveLease(names[0], fmt.Sprintf("lease-idle-simulated-%d.yaml", n))
 		cost := newIdleCost(n, background, busy)
 		b.r.add(idleCostFigure(n, "simulated regions"), cost.text(), cost.baselineText(), "-", "writes ≤ 0.05/s", verdict(cost.writes <= 0.05))
 		b.r.note("fleet of %d simulated regions, idle: management writes %s; other requests %s over %.0f s",
