@@ -9,8 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 )
 
 // ErrIdentityUnverified refuses a write while management's identity has not been verified since
@@ -112,12 +114,24 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // freshClient returns a management client whose requests use a connection of their own (its
-// transport is not shared with any other client and keeps no idle connection), and the function
-// that closes it: an identity check must not ride a connection made before the dial it verifies.
+// transport is not shared with any other client), and the function that closes that connection
+// once the caller is done: an identity check must not ride a connection made before the dial it
+// verifies, and must not leave one behind (an idle connection is a TLS session the API server
+// keeps, one per check and region until its idle timeout).
+//
+// The close goes to the transport itself: client-go's round trippers (impersonation, bearer
+// token, user agent) do not pass http.Client.CloseIdleConnections on, so through the client it
+// closes nothing when cfg has any of them.
 func freshClient(cfg *rest.Config) (kubernetes.Interface, func(), error) {
 	c := rest.CopyConfig(cfg)
 	c.Dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext // a Dial of its own: an uncached transport
 	c.Timeout = 10 * time.Second
+	var base http.RoundTripper
+	// First of the wrappers: it is handed the transport client-go built, before any other wraps it.
+	c.WrapTransport = transport.Wrappers(func(rt http.RoundTripper) http.RoundTripper {
+		base = rt
+		return rt
+	}, c.WrapTransport)
 	hc, err := rest.HTTPClientFor(c)
 	if err != nil {
 		return nil, nil, err
@@ -126,5 +140,5 @@ func freshClient(cfg *rest.Config) (kubernetes.Interface, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return cs, hc.CloseIdleConnections, nil
+	return cs, func() { utilnet.CloseIdleConnectionsFor(base) }, nil
 }
