@@ -44,7 +44,7 @@ func TestFreshClientLeavesNoConnection(t *testing.T) {
 		"own wrapper too": {Host: srv.URL, BearerToken: "token", WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return rt }},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg.TLSClientConfig.CAData = ca
+			cfg.CAData = ca
 			for i := range 3 {
 				cs, done, err := freshClient(cfg)
 				if err != nil {
