@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,7 +32,7 @@ func controlPlanePIDs(host string) ([]int, error) {
 	var apiserver int
 	var etcdURL string
 	for pid, args := range procs {
-		if filepath.Base(args[0]) != "kube-apiserver" || !hasArg(args, "--secure-port="+u.Port()) {
+		if filepath.Base(args[0]) != "kube-apiserver" || !slices.Contains(args, "--secure-port="+u.Port()) {
 			continue
 		}
 		for _, a := range args {
@@ -44,7 +45,7 @@ func controlPlanePIDs(host string) ([]int, error) {
 		return nil, fmt.Errorf("no kube-apiserver process with --secure-port=%s", u.Port())
 	}
 	for pid, args := range procs {
-		if hasArg(args, "--listen-client-urls="+etcdURL) || hasArg(args, "--advertise-client-urls="+etcdURL) {
+		if slices.Contains(args, "--listen-client-urls="+etcdURL) || slices.Contains(args, "--advertise-client-urls="+etcdURL) {
 			return []int{apiserver, pid}, nil
 		}
 	}
@@ -72,15 +73,6 @@ func processCommandLines() (map[int][]string, error) {
 	return out, nil
 }
 
-func hasArg(args []string, want string) bool {
-	for _, a := range args {
-		if a == want {
-			return true
-		}
-	}
-	return false
-}
-
 // setNice sets the nice value of every thread of the processes pids (threads they start later
 // inherit it). Lowering a nice value below 0 needs root or CAP_SYS_NICE.
 func setNice(pids []int, nice int) error {
@@ -100,4 +92,25 @@ func setNice(pids []int, nice int) error {
 		}
 	}
 	return nil
+}
+
+// prioritizeManagement gives the API server serving host and its etcd the nice value
+// managementNice. It returns how to describe their priority and the function that puts them back
+// at 0 (a failure reported through note); when they cannot be prioritized, note says why and
+// undo does nothing.
+func prioritizeManagement(host string, note func(string, ...any)) (priority string, undo func()) {
+	pids, err := controlPlanePIDs(host)
+	if err == nil {
+		err = setNice(pids, managementNice)
+	}
+	if err != nil {
+		_ = setNice(pids, 0) // whatever was set before the failure
+		note("restart storm: management's API server and etcd could not be given priority over the simulated fleet (the figures are with the cores shared): %v", err)
+		return "at the fleet's priority", func() {}
+	}
+	return fmt.Sprintf("at nice %d", managementNice), func() {
+		if err := setNice(pids, 0); err != nil {
+			note("restart storm: %v", err)
+		}
+	}
 }

@@ -237,10 +237,11 @@ func (c *Claimer) collision(ctx context.Context) (collision string, marked bool,
 		}
 	}
 	if own != nil {
-		marked, err = c.records(own, StateSyncing)
+		def, err := c.definition()
 		if err != nil {
 			return "", false, err
 		}
+		marked = records(own, def, StateSyncing)
 	}
 	sort.Slice(leases.Items, func(i, j int) bool { return leases.Items[i].Name < leases.Items[j].Name })
 	now := time.Now()
@@ -262,15 +263,17 @@ func (c *Claimer) collision(ctx context.Context) (collision string, marked bool,
 	return "", marked, nil
 }
 
-// records reports whether Lease l records this shard in state: its definition, the state and a
-// registration (the replica named on it aside).
-func (c *Claimer) records(l *coordinationv1.Lease, state string) (bool, error) {
+// definition is the shard definition as its Lease records it.
+func (c *Claimer) definition() (string, error) {
 	def, err := json.Marshal(c.Def)
-	if err != nil {
-		return false, err
-	}
+	return string(def), err
+}
+
+// records reports whether Lease l records the shard definition def in state, with a
+// registration (the replica named on it aside).
+func records(l *coordinationv1.Lease, def, state string) bool {
 	_, registered := registeredAt(l)
-	return registered && l.Annotations[DefinitionAnnotation] == string(def) && l.Annotations[StateAnnotation] == state, nil
+	return registered && l.Annotations[DefinitionAnnotation] == def && l.Annotations[StateAnnotation] == state
 }
 
 // registeredBefore reports whether the shard of lease a was registered before that of lease b:
@@ -357,15 +360,12 @@ func (c *Claimer) annotateOnce(ctx context.Context, state string) (remarked bool
 	if err != nil {
 		return false, err
 	}
-	recorded, err := c.records(l, state)
+	def, err := c.definition()
 	if err != nil {
 		return false, err
 	}
-	def, err := json.Marshal(c.Def)
-	if err != nil {
-		return false, err
-	}
-	want := map[string]string{DefinitionAnnotation: string(def), StateAnnotation: state, HolderAnnotation: c.Holder}
+	recorded := records(l, def, state)
+	want := map[string]string{DefinitionAnnotation: def, StateAnnotation: state, HolderAnnotation: c.Holder}
 	if _, ok := registeredAt(l); !ok {
 		want[RegisteredAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
 	}

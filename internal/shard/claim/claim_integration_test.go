@@ -32,19 +32,33 @@ type leaseLists struct{ n atomic.Int64 }
 
 func (c *leaseLists) wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	inner := cfg.WrapTransport
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		if inner != nil {
-			rt = inner(rt)
-		}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+leaseNamespace+"/leases") {
+			if isLeaseList(r) {
 				c.n.Add(1)
 			}
 			return rt.RoundTrip(r)
 		})
-	}
+	})
 	return cfg
+}
+
+// isLeaseList reports whether r lists the shard Leases.
+func isLeaseList(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+leaseNamespace+"/leases")
+}
+
+// startManagement starts a management API server with the shard Leases' namespace and returns it
+// with an admin clientset.
+func startManagement(t *testing.T) (*testenv.Cluster, kubernetes.Interface) {
+	t.Helper()
+	mgmt := testenv.StartT(t, "management").Cluster("management")
+	admin := kubernetes.NewForConfigOrDie(mgmt.Config)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}}
+	if _, err := admin.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return mgmt, admin
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -109,12 +123,8 @@ func refusedFor(r *running, other string) func() error {
 // shard restarting over its own Syncing record lists them once, and still refuses where an older
 // overlapping shard syncs; a younger overlapping shard stays refused while it runs.
 func TestClaimOverlapAcrossRestarts(t *testing.T) {
-	mgmt := testenv.StartT(t, "management").Cluster("management")
+	mgmt, admin := startManagement(t)
 	bg := context.Background()
-	admin := kubernetes.NewForConfigOrDie(mgmt.Config)
-	if _, err := admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 
 	a := startClaimer(t, mgmt.Config, tenants("a", "-x"), "fleet-a")
 	testenv.Eventually(t, "a fresh shard syncs", 30*time.Second, syncing(a))
@@ -157,19 +167,15 @@ func TestClaimOverlapAcrossRestarts(t *testing.T) {
 // shard's first list and its own mark (injected the moment that first list is answered) is seen
 // by the list the fresh shard makes after marking itself: it refuses, naming the older shard.
 func TestClaimListsAgainAfterMarking(t *testing.T) {
-	mgmt := testenv.StartT(t, "management").Cluster("management")
+	mgmt, admin := startManagement(t)
 	bg := context.Background()
-	admin := kubernetes.NewForConfigOrDie(mgmt.Config)
-	if _, err := admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	var injected atomic.Bool
 	var injectErr atomic.Value
 	cfg := rest.CopyConfig(mgmt.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(r)
-			if err == nil && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+leaseNamespace+"/leases") && injected.CompareAndSwap(false, true) {
+			if err == nil && isLeaseList(r) && injected.CompareAndSwap(false, true) {
 				if _, err := admin.CoordinationV1().Leases(leaseNamespace).Create(bg, olderSyncing("d", "-y"), metav1.CreateOptions{}); err != nil {
 					injectErr.Store(err.Error())
 				}
