@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +29,9 @@ import (
 // published its Region keeps two connections to management open: its connectivity probe's, and
 // the one its management cache, its writes, its events, the claim and the Region status share
 // (each costs management a TLS handshake and the syncer an identity check when it is made). The
-// identity checks' own short-lived connections dial on their own and are not counted here.
+// identity checks' own short-lived connections dial on their own and are not counted here. Every
+// request to management, the probe's and the identity checks' included, names the syncer and its
+// region in its User-Agent.
 func TestManagementConnectionsShared(t *testing.T) {
 	bg := context.Background()
 	const name = "rg-conns"
@@ -53,12 +57,21 @@ func TestManagementConnectionsShared(t *testing.T) {
 		open.Add(1)
 		return &countedConn{Conn: c, open: &open}, nil
 	}
+	cfg.UserAgent = ""
+	var agents sync.Map // method and path → the User-Agent of the last such request
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			agents.Store(req.Method+" "+req.URL.Path, req.Header.Get("User-Agent"))
+			return rt.RoundTrip(req)
+		})
+	})
 	mgr, err := ctrl.NewManager(region.Config, ctrl.Options{Scheme: hostScheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, err := regionsync.New(mgr, regionsync.Options{
 		Region:     name,
+		Version:    "v1.2.3",
 		Management: regionsync.Management{Config: cfg},
 		Shard:      regionsync.Shard{RemoteResourceSuffix: "-rgc"},
 		Resources:  []regionsync.Resource{{Object: &demov1alpha1.Tenant{}}},
@@ -97,7 +110,27 @@ func TestManagementConnectionsShared(t *testing.T) {
 		}
 		return nil
 	})
+	want := "regionsync/v1.2.3 (region " + name + ")"
+	seen := map[string]bool{}
+	agents.Range(func(k, v any) bool {
+		seen[k.(string)] = true
+		if v != want {
+			t.Errorf("%s to management with User-Agent %q, want %q", k, v, want)
+		}
+		return true
+	})
+	for _, path := range []string{"/version", "/api/v1/namespaces"} { // the probe, the identity check
+		if !seen["GET "+path] {
+			t.Errorf("no GET %s to management seen (seen: %v)", path, seen)
+		}
+	}
 }
+
+// roundTripper is a function as an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+// RoundTrip calls f.
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // countedConn counts itself out of open when closed.
 type countedConn struct {

@@ -84,7 +84,10 @@ type Options struct {
 // Management locates the management cluster.
 type Management struct {
 	// Config is the management cluster's client config (required). It is connected lazily: the
-	// host starts, serves health and keeps local copies while management is unreachable.
+	// host starts, serves health and keeps local copies while management is unreachable. Without
+	// a UserAgent of its own, requests carry "regionsync/<Version> (region <Region>)", so that
+	// management's audit log and API Priority and Fairness debugging name the region (and field
+	// managers without an explicit name read "regionsync").
 	Config *rest.Config
 	// Namespace holds the shard Leases on management (default "regionsync-system").
 	Namespace string
@@ -293,6 +296,16 @@ func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) Options
 		})
 	}
 	return o
+}
+
+// withUserAgent returns cfg, or a copy of it with the syncer's User-Agent when it sets none.
+func withUserAgent(cfg *rest.Config, region, version string) *rest.Config {
+	if cfg == nil || cfg.UserAgent != "" {
+		return cfg
+	}
+	c := rest.CopyConfig(cfg)
+	c.UserAgent = fmt.Sprintf("regionsync/%s (region %s)", version, region)
+	return c
 }
 
 // withDefaults returns o with every unset field at its default: the one place the library's
