@@ -67,7 +67,7 @@ func TestLocal(t *testing.T) {
 	RunRolloutScenario(t, f)
 	RunFanOutScenario(t, f, FanOutRegion)
 	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
-	t.Run("the regions' requests run under the management overlay's FlowSchema", func(t *testing.T) { flowSchemaInUse(t, f.mgmt.Config) })
+	t.Run("the regions' and the hub's requests run under the overlays' FlowSchemas", func(t *testing.T) { flowSchemaInUse(t, f.mgmt.Config) })
 	// Last: the region on management itself is not one the scenarios above go over.
 	t.Run("namespace fan-out in one cluster: a Distribution's spec.source into every namespace", func(t *testing.T) {
 		WriteFanOutOverlays(t, f, deployCopy, SameClusterRegion)

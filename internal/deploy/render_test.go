@@ -379,3 +379,37 @@ func TestHubBase(t *testing.T) {
 		}
 	}
 }
+
+// The hub's FlowSchema matches its ServiceAccount alone, before the management base's
+// regionsync-regions (which matches every ServiceAccount of regionsync-system), and sends it to
+// workload-high; the regions' shard Lease schema still comes first, for the hub's leader election.
+func TestHubFlowSchemaPrecedesRegions(t *testing.T) {
+	hubObjs, err := Render("../../deploy/kustomize/hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := Render("../../deploy/kustomize/management")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, regions, leases := Find(hubObjs, "FlowSchema", "regionsync-hub"), Find(base, "FlowSchema", "regionsync-regions"), Find(base, "FlowSchema", "regionsync-region-leases")
+	if fs == nil || regions == nil || leases == nil {
+		t.Fatalf("FlowSchemas missing: hub %v, regions %v, region leases %v", fs != nil, regions != nil, leases != nil)
+	}
+	precedence := func(o *unstructured.Unstructured) int64 { return nested(o, "spec", "matchingPrecedence").(int64) }
+	if !(precedence(leases) < precedence(fs) && precedence(fs) < precedence(regions)) {
+		t.Errorf("matchingPrecedence: region leases %d, hub %d, regions %d; want region leases < hub < regions",
+			precedence(leases), precedence(fs), precedence(regions))
+	}
+	if l := nested(fs, "spec", "priorityLevelConfiguration", "name"); l != "workload-high" {
+		t.Errorf("hub priority level %v, want workload-high", l)
+	}
+	for _, r := range nested(fs, "spec", "rules").([]any) {
+		for _, s := range r.(map[string]any)["subjects"].([]any) {
+			sa, _ := s.(map[string]any)["serviceAccount"].(map[string]any)
+			if sa["namespace"] != "regionsync-system" || sa["name"] != "regionsync-hub" {
+				t.Errorf("hub FlowSchema subject %v, want the ServiceAccount regionsync-system/regionsync-hub only", s)
+			}
+		}
+	}
+}

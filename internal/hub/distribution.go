@@ -474,7 +474,7 @@ func (r *DistributionReconciler) regionObjects(ctx context.Context, region strin
 func (r *DistributionReconciler) apply(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, t *Template, tg Target, existing *unstructured.Unstructured, regions []regionsyncv1alpha1.Region) regionsyncv1alpha1.DistributionRegionStatus {
 	obj := tg.Object
 	e := regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, Name: obj.GetName(), State: regionsyncv1alpha1.PlacementApplied}
-	key := obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+	key := appliedKeyOf(obj)
 	digest, hashed := digestOf(obj.Object)
 	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
 	if existing == nil {
@@ -547,7 +547,18 @@ func (r *DistributionReconciler) delete(ctx context.Context, w writer, o *unstru
 		ApplyErrors.WithLabelValues("delete").Inc()
 		return fmt.Errorf("deleting %s/%s as %s: %w", o.GetNamespace(), o.GetName(), w, err)
 	}
+	// Deleted: what was applied to it is no longer worth remembering (the record would otherwise
+	// grow with every object ever placed and removed).
+	r.mu.Lock()
+	delete(r.applied, keyDigest(appliedKeyOf(o)))
+	r.mu.Unlock()
 	return nil
+}
+
+// appliedKeyOf is the key of a per-region object in the record of what the hub applied: its kind,
+// namespace and name.
+func appliedKeyOf(obj *unstructured.Unstructured) string {
+	return obj.GroupVersionKind().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
 }
 
 // writer is the client acting as a Distribution's ServiceAccount, and which one it is.

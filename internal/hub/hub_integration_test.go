@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,7 +61,8 @@ func startHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) {
 	t.Cleanup(runHub(t, mgmt, o))
 }
 
-// installHubRBAC creates the hub's namespace, ServiceAccount and RBAC as deploy/kustomize/hub ships them.
+// installHubRBAC creates the hub's namespace, ServiceAccount, RBAC and FlowSchema as
+// deploy/kustomize/hub ships them.
 func installHubRBAC(t *testing.T, mgmt *testenv.Cluster) {
 	t.Helper()
 	objs, err := deploy.Render("../../deploy/kustomize/hub")
@@ -72,11 +74,73 @@ func installHubRBAC(t *testing.T, mgmt *testenv.Cluster) {
 	}
 	for _, obj := range objs {
 		switch obj.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "FlowSchema":
 			if err := mgmt.Client.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("applying the hub's %s %s: %v", obj.GetKind(), obj.GetName(), err)
 			}
 		}
+	}
+}
+
+// TestHubFlowSchema: with the management base's API Priority and Fairness objects (the regions'
+// FlowSchema matches every ServiceAccount of regionsync-system) and the hub's, the hub's requests
+// are dispatched in workload-high under its own FlowSchema, none in the regions' priority level,
+// where they would be one flow among the fleet's.
+func TestHubFlowSchema(t *testing.T) {
+	bg := context.Background()
+	mgmt := testenv.StartT(t, "management").Cluster("management")
+	base, err := deploy.Render("../../deploy/kustomize/management")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schemas []string
+	for _, obj := range base {
+		if k := obj.GetKind(); k == "FlowSchema" || k == "PriorityLevelConfiguration" {
+			if k == "FlowSchema" {
+				schemas = append(schemas, obj.GetName())
+			}
+			create(t, mgmt.Client, obj)
+		}
+	}
+	installHubRBAC(t, mgmt)
+	schemas = append(schemas, "regionsync-hub")
+	// The API server takes FlowSchemas up asynchronously: its controller marks each one it
+	// read (Dangling) before the hub sends a request.
+	for _, name := range schemas {
+		testenv.Eventually(t, "FlowSchema "+name+" in effect", 30*time.Second, func() error {
+			fs := &flowcontrolv1.FlowSchema{}
+			if err := mgmt.Client.Get(bg, types.NamespacedName{Name: name}, fs); err != nil {
+				return err
+			}
+			for _, c := range fs.Status.Conditions {
+				if c.Type == flowcontrolv1.FlowSchemaConditionDangling && c.Status == flowcontrolv1.ConditionFalse {
+					return nil
+				}
+			}
+			return fmt.Errorf("conditions %+v", fs.Status.Conditions)
+		})
+	}
+	regions0, err := testenv.Dispatched(bg, mgmt.Config, "regionsync-regions", "regionsync-regions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(runHub(t, mgmt, hub.Options{}))
+	testenv.Eventually(t, "the hub's requests dispatched under FlowSchema regionsync-hub in workload-high", 30*time.Second, func() error {
+		n, err := testenv.Dispatched(bg, mgmt.Config, "regionsync-hub", "workload-high")
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("none so far")
+		}
+		return nil
+	})
+	regions, err := testenv.Dispatched(bg, mgmt.Config, "regionsync-regions", "regionsync-regions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if regions != regions0 {
+		t.Errorf("%.0f requests dispatched in the regions' priority level while only the hub ran, want none", regions-regions0)
 	}
 }
 
