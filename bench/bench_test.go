@@ -34,7 +34,7 @@ type params struct {
 	WritesWindow time.Duration   // BENCH_WRITES_WINDOW: each writes-per-change window at 20/s (default 10s)
 	Other        int             // BENCH_OTHER: other regions' objects for the selector figure (default 3× the last size)
 	Idle         int             // BENCH_IDLE_REGIONS: idle regions (default 50)
-	IdleWindow   time.Duration   // BENCH_IDLE_WINDOW: the idle-cost window (default 60s)
+	IdleWindow   time.Duration   // BENCH_IDLE_WINDOW: the idle-cost window (default 120s)
 	PerNamespace int             // BENCH_PER_NAMESPACE: objects per namespace (default 100)
 	FleetRegions []int           // BENCH_FLEET_REGIONS: simulated fleet sizes (default 50,500); the largest restarts at once
 	FleetObjects int             // BENCH_FLEET_OBJECTS: Tenants per idle or simulated region (default 2)
@@ -54,7 +54,7 @@ type params struct {
 
 func loadParams(t *testing.T) params {
 	p := params{Sizes: []int{1000}, Rates: []int{20, 100}, Churn: 30 * time.Second, Grace: 10 * time.Second, Rest: 30 * time.Second,
-		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 60 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT"),
+		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 120 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT"),
 		FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second,
 		HubRegions: 50, HubChanges: 10, HubDistributions: 200, ExplainRegions: 1000, ExplainObjects: 10000}
 	ints := func(name string, dst *[]int) {

@@ -293,7 +293,7 @@ func newIdleCost(regions int, background, busy delta) idleCost {
 		regions: regions, busy: busy, background: background,
 		reqs:   (per(busy, all) - per(background, all)) / k,
 		writes: (per(busy, isWrite) - per(background, isWrite)) / k,
-		cpu:    (busy.cpu/busy.seconds - background.cpu/background.seconds) / k,
+		cpu:    (busy.steadyCPU()/busy.seconds - background.steadyCPU()/background.seconds) / k,
 		rss:    (busy.end.rss - background.end.rss) / k, heap: (busy.end.heap - background.end.heap) / k,
 		backgroundRSS: background.end.rss, backgrHeap: background.end.heap,
 	}
@@ -306,7 +306,7 @@ func (c idleCost) text() string {
 func (c idleCost) baselineText() string {
 	per := func(d delta, match func(reqKey) bool) float64 { return d.count(match) / d.seconds }
 	return fmt.Sprintf("no agent: %.2f req/s, %.2f writes/s, %.0f ms/s CPU, RSS %s, heap %s",
-		per(c.background, func(reqKey) bool { return true }), per(c.background, isWrite), c.background.cpu/c.background.seconds*1000,
+		per(c.background, func(reqKey) bool { return true }), per(c.background, isWrite), c.background.steadyCPU()/c.background.seconds*1000,
 		mb(c.backgroundRSS), mb(c.backgrHeap))
 }
 
@@ -367,6 +367,7 @@ func (b *suite) fleet() {
 	b.r.note("fleet: %d regions registered from the shipped registration and %d Tenants each created on management in %s",
 		largest, b.p.FleetObjects, time.Since(start).Round(time.Second))
 	for _, n := range counts {
+		time.Sleep(b.settle()) // the registrations, or the previous fleet's stop, are over
 		background, err := b.mgmtWindow(b.idleWindow())
 		if err != nil {
 			b.errorf("fleet: %v", err)

@@ -397,7 +397,7 @@ func TestHubFlowSchemaPrecedesRegions(t *testing.T) {
 		t.Fatalf("FlowSchemas missing: hub %v, regions %v, region leases %v", fs != nil, regions != nil, leases != nil)
 	}
 	precedence := func(o *unstructured.Unstructured) int64 { return nested(o, "spec", "matchingPrecedence").(int64) }
-	if !(precedence(leases) < precedence(fs) && precedence(fs) < precedence(regions)) {
+	if precedence(leases) >= precedence(fs) || precedence(fs) >= precedence(regions) {
 		t.Errorf("matchingPrecedence: region leases %d, hub %d, regions %d; want region leases < hub < regions",
 			precedence(leases), precedence(fs), precedence(regions))
 	}
