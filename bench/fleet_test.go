@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -333,40 +334,27 @@ func (b *suite) fleet() {
 	for i := range names {
 		names[i] = fleetRegionName(i)
 	}
-	start := time.Now()
-	s0, err := b.mgmtM.read(b.ctx)
-	if err != nil {
-		b.errorf("fleet: %v", err)
-		return
-	}
-	cfgs, err := b.registerRegions(names)
-	if err != nil {
-		b.errorf("fleet: %v", err)
-		return
-	}
-	s1, err := b.mgmtM.read(b.ctx)
-	if err != nil {
-		b.errorf("fleet: %v", err)
-		return
-	}
-	if err := b.createRegionObjects(names, b.p.FleetObjects); err != nil {
-		b.errorf("fleet: %v", err)
-		return
-	}
-	if s2, err := b.mgmtM.read(b.ctx); err == nil {
-		objects := float64(largest * b.p.FleetObjects)
-		b.r.note("fleet: management's etcd database (apiserver_storage_size_bytes) %s before, %s with %d regions registered (%s per region: Region, ServiceAccount, RBAC), %s with their %.0f Tenants and namespaces (%s per Tenant, its namespace's share included); API-server RSS %s, %s, %s",
-			mb(s0.db), mb(s1.db), largest, kbText((s1.db-s0.db)/float64(largest)), mb(s2.db), objects, kbText((s2.db-s1.db)/objects),
-			mb(s0.rss), mb(s1.rss), mb(s2.rss))
-	}
 	log, err := fleetLogger(filepath.Join(b.dir, "fleet.log"))
 	if err != nil {
 		b.errorf("fleet: %v", err)
 		return
 	}
-	b.r.note("fleet: %d regions registered from the shipped registration and %d Tenants each created on management in %s",
-		largest, b.p.FleetObjects, time.Since(start).Round(time.Second))
+	// Each count's regions are registered just before its windows, so that management holds as
+	// many registrations as the figure runs regions: every request's RBAC authorization walks
+	// the registered regions' bindings, and 500 registrations would make 50 regions' requests
+	// dearer than 50 agent processes'.
+	cfgs := map[string]*config.AgentConfig{}
+	registered := 0
 	for _, n := range counts {
+		if n > registered {
+			added, err := b.registerFleet(names[registered:n])
+			if err != nil {
+				b.errorf("fleet: %v", err)
+				return
+			}
+			maps.Copy(cfgs, added)
+			registered = n
+		}
 		time.Sleep(b.settle()) // the registrations, or the previous fleet's stop, are over
 		background, err := b.mgmtWindow(b.idleWindow())
 		if err != nil {
@@ -434,6 +422,37 @@ func (b *suite) fleet() {
 			f.stop()
 		}
 	}
+}
+
+// registerFleet registers names on management from the shipped registration and creates their
+// Tenants, noting what that cost management's etcd database and the API server's memory. It
+// returns the regions' agent configurations.
+func (b *suite) registerFleet(names []string) (map[string]*config.AgentConfig, error) {
+	start := time.Now()
+	s0, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfgs, err := b.registerRegions(names)
+	if err != nil {
+		return nil, err
+	}
+	s1, err := b.mgmtM.read(b.ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.createRegionObjects(names, b.p.FleetObjects); err != nil {
+		return nil, err
+	}
+	if s2, err := b.mgmtM.read(b.ctx); err == nil {
+		n, objects := float64(len(names)), float64(len(names)*b.p.FleetObjects)
+		b.r.note("fleet: management's etcd database (apiserver_storage_size_bytes) %s before, %s with %d more regions registered (%s per region: Region, ServiceAccount, RBAC), %s with their %.0f Tenants and namespaces (%s per Tenant, its namespace's share included); API-server RSS %s, %s, %s",
+			mb(s0.db), mb(s1.db), len(names), kbText((s1.db-s0.db)/n), mb(s2.db), objects, kbText((s2.db-s1.db)/objects),
+			mb(s0.rss), mb(s1.rss), mb(s2.rss))
+	}
+	b.r.note("fleet: %d regions registered from the shipped registration and %d Tenants each created on management in %s",
+		len(names), b.p.FleetObjects, time.Since(start).Round(time.Second))
+	return cfgs, nil
 }
 
 // restartStorm restarts every region of f at once and measures what management's other clients
