@@ -84,10 +84,23 @@ func (m *apiMetrics) read(ctx context.Context) (scrape, error) {
 		return scrape{}, fmt.Errorf("reading /metrics: %w", err)
 	}
 	s := scrape{at: time.Now(), requests: map[reqKey]float64{}, codes: map[string]float64{}}
+	// The samples without labels read, by metric name.
+	plain := map[string]*float64{
+		"process_cpu_seconds_total":                 &s.cpu,
+		"go_cpu_classes_gc_total_cpu_seconds_total": &s.gcCPU,
+		"go_gc_cycles_total_gc_cycles_total":        &s.gcCycles,
+		"go_gc_heap_allocs_bytes_total":             &s.allocs,
+		"process_resident_memory_bytes":             &s.rss,
+		"go_memstats_heap_inuse_bytes":              &s.heap,
+	}
 	sc := bufio.NewScanner(strings.NewReader(string(data)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		if name, value, ok := strings.Cut(line, " "); ok && plain[name] != nil {
+			*plain[name], _ = strconv.ParseFloat(strings.TrimSpace(value), 64)
+			continue
+		}
 		switch {
 		case strings.HasPrefix(line, "apiserver_request_total{"):
 			labels, value, ok := parseSample(line)
@@ -97,18 +110,6 @@ func (m *apiMetrics) read(ctx context.Context) (scrape, error) {
 			k := reqKey{Verb: labels["verb"], Group: labels["group"], Resource: labels["resource"], Subresource: labels["subresource"]}
 			s.requests[k] += value
 			s.codes[labels["code"]] += value
-		case strings.HasPrefix(line, "process_cpu_seconds_total "):
-			s.cpu, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "process_cpu_seconds_total ")), 64)
-		case strings.HasPrefix(line, "go_cpu_classes_gc_total_cpu_seconds_total "):
-			s.gcCPU, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "go_cpu_classes_gc_total_cpu_seconds_total ")), 64)
-		case strings.HasPrefix(line, "go_gc_cycles_total_gc_cycles_total "):
-			s.gcCycles, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "go_gc_cycles_total_gc_cycles_total ")), 64)
-		case strings.HasPrefix(line, "go_gc_heap_allocs_bytes_total "):
-			s.allocs, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "go_gc_heap_allocs_bytes_total ")), 64)
-		case strings.HasPrefix(line, "process_resident_memory_bytes "):
-			s.rss, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "process_resident_memory_bytes ")), 64)
-		case strings.HasPrefix(line, "go_memstats_heap_inuse_bytes "):
-			s.heap, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "go_memstats_heap_inuse_bytes ")), 64)
 		case strings.HasPrefix(line, "apiserver_storage_size_bytes{"):
 			if _, v, ok := parseSample(line); ok {
 				s.db += v

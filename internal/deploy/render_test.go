@@ -396,7 +396,13 @@ func TestHubFlowSchemaPrecedesRegions(t *testing.T) {
 	if fs == nil || regions == nil || leases == nil {
 		t.Fatalf("FlowSchemas missing: hub %v, regions %v, region leases %v", fs != nil, regions != nil, leases != nil)
 	}
-	precedence := func(o *unstructured.Unstructured) int64 { return nested(o, "spec", "matchingPrecedence").(int64) }
+	precedence := func(o *unstructured.Unstructured) int64 {
+		p, ok := nested(o, "spec", "matchingPrecedence").(int64)
+		if !ok {
+			t.Fatalf("FlowSchema %s has no spec.matchingPrecedence", o.GetName())
+		}
+		return p
+	}
 	if precedence(leases) >= precedence(fs) || precedence(fs) >= precedence(regions) {
 		t.Errorf("matchingPrecedence: region leases %d, hub %d, regions %d; want region leases < hub < regions",
 			precedence(leases), precedence(fs), precedence(regions))
@@ -404,12 +410,19 @@ func TestHubFlowSchemaPrecedesRegions(t *testing.T) {
 	if l := nested(fs, "spec", "priorityLevelConfiguration", "name"); l != "workload-high" {
 		t.Errorf("hub priority level %v, want workload-high", l)
 	}
-	for _, r := range nested(fs, "spec", "rules").([]any) {
-		for _, s := range r.(map[string]any)["subjects"].([]any) {
+	subjects := 0
+	rules, _ := nested(fs, "spec", "rules").([]any)
+	for _, r := range rules {
+		list, _ := r.(map[string]any)["subjects"].([]any)
+		for _, s := range list {
+			subjects++
 			sa, _ := s.(map[string]any)["serviceAccount"].(map[string]any)
 			if sa["namespace"] != "regionsync-system" || sa["name"] != "regionsync-hub" {
 				t.Errorf("hub FlowSchema subject %v, want the ServiceAccount regionsync-system/regionsync-hub only", s)
 			}
 		}
+	}
+	if subjects == 0 {
+		t.Error("the hub FlowSchema has no subject: it matches no request")
 	}
 }

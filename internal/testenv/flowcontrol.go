@@ -21,12 +21,12 @@ func Dispatched(ctx context.Context, admin *rest.Config, schema, level string) (
 	if err != nil {
 		return 0, err
 	}
-	return DispatchedIn(string(raw), schema, level), nil
+	return dispatchedIn(string(raw), schema, level), nil
 }
 
-// DispatchedIn sums apiserver_flowcontrol_dispatched_requests_total for FlowSchema schema and
+// dispatchedIn sums apiserver_flowcontrol_dispatched_requests_total for FlowSchema schema and
 // priority level level in metrics, Prometheus text exposition.
-func DispatchedIn(metrics, schema, level string) float64 {
+func dispatchedIn(metrics, schema, level string) float64 {
 	var sum float64
 	for line := range strings.Lines(metrics) {
 		if !strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total{") ||

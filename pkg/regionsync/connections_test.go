@@ -60,7 +60,7 @@ func TestManagementConnectionsShared(t *testing.T) {
 	cfg.UserAgent = ""
 	var agents sync.Map // method and path → the User-Agent of the last such request
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			agents.Store(req.Method+" "+req.URL.Path, req.Header.Get("User-Agent"))
 			return rt.RoundTrip(req)
 		})
@@ -125,12 +125,6 @@ func TestManagementConnectionsShared(t *testing.T) {
 		}
 	}
 }
-
-// roundTripper is a function as an http.RoundTripper.
-type roundTripper func(*http.Request) (*http.Response, error)
-
-// RoundTrip calls f.
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // countedConn counts itself out of open when closed.
 type countedConn struct {

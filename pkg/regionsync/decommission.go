@@ -160,7 +160,7 @@ func Decommission(ctx context.Context, opts Options, local client.Client, d Deco
 	if err != nil {
 		return report, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	remote, err := client.New(opts.Management.Config, client.Options{Scheme: scheme.New()})
+	remote, err := client.New(opts.withDefaults().Management.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return report, fmt.Errorf("management client: %w", err)
 	}

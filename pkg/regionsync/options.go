@@ -325,6 +325,7 @@ func (o Options) withDefaults() Options {
 	o.DeletionBudget.Window = cmp.Or(o.DeletionBudget.Window, config.DefaultDeletionWindow)
 	o.ResyncPeriod = cmp.Or(o.ResyncPeriod, config.DefaultResyncPeriod)
 	o.Version = cmp.Or(o.Version, "dev")
+	o.Management.Config = withUserAgent(o.Management.Config, o.Region, o.Version)
 	if r := o.Management.CredentialRenewal; r != nil {
 		c := *r // the host's value stays as it is
 		c.Secret.Name = cmp.Or(c.Secret.Name, config.DefaultCredentialSecret)

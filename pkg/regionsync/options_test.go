@@ -67,6 +67,29 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 }
 
+// The management config's User-Agent names the syncer, its version and region unless the host
+// set one; the host's config is never changed.
+func TestOptionsManagementUserAgent(t *testing.T) {
+	for name, c := range map[string]struct {
+		version, userAgent, want string
+	}{
+		"default version":       {want: "regionsync/dev (region us-east-1)"},
+		"the host's version":    {version: "v1.2.3", want: "regionsync/v1.2.3 (region us-east-1)"},
+		"the host's User-Agent": {version: "v1.2.3", userAgent: "acme-operator/2.0", want: "acme-operator/2.0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := minimal()
+			o.Version, o.Management.Config.UserAgent = c.version, c.userAgent
+			if got := o.withDefaults().Management.Config.UserAgent; got != c.want {
+				t.Errorf("User-Agent %q, want %q", got, c.want)
+			}
+			if o.Management.Config.UserAgent != c.userAgent {
+				t.Errorf("the host's config changed: User-Agent %q", o.Management.Config.UserAgent)
+			}
+		})
+	}
+}
+
 // A configuration file reaches the engine whole: every field the file sets arrives in Settings
 // (the agent binary's one way: file → Options → Settings).
 func TestConfigFileReachesEngine(t *testing.T) {

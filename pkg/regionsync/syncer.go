@@ -80,7 +80,6 @@ func New(mgr manager.Manager, opts Options) (*Syncer, error) {
 	if log.GetSink() == nil {
 		log = mgr.GetLogger().WithName("regionsync")
 	}
-	opts.Management.Config = withUserAgent(opts.Management.Config, opts.Region, opts.Version)
 	// Every management client is built from the credential's config: with renewal on, each
 	// request carries the token in use, renewed or not.
 	credParams := credential.Params{Config: opts.Management.Config, Log: log.WithName("credential")}
