@@ -48,13 +48,16 @@ func TransformAllUnstructured() toolscache.TransformFunc {
 func transform(compacted func(schema.GroupVersionKind) bool) toolscache.TransformFunc {
 	strip := cache.TransformStripManagedFields()
 	return func(in any) (any, error) {
-		out, err := strip(in)
-		if err != nil {
-			return out, err
+		u, ok := in.(*unstructured.Unstructured)
+		if !ok {
+			return strip(in)
 		}
-		u, ok := out.(*unstructured.Unstructured)
-		if !ok || !compacted(u.GroupVersionKind()) {
-			return out, nil
+		// Deleted from the map directly: the accessor's GetManagedFields, which
+		// cache.TransformStripManagedFields calls to learn whether there are any, converts them
+		// all into Go structs first (a tenth of a warm standby's CPU during an initial sync).
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+		if !compacted(u.GroupVersionKind()) {
+			return u, nil
 		}
 		c, err := compact(u)
 		if err != nil {
