@@ -345,15 +345,6 @@ func (b *suite) errorf(format string, args ...any) {
 // us-east-1 and stays running; smaller sizes run as regions derived from it and are stopped.
 func (b *suite) initialSync(n int, last bool) {
 	ctx, e := b.ctx, b.e
-	basePairs, err := seed(ctx, b.mgmtAdmin, e.baseRegion, fmt.Sprintf("tenant-base%d", n), n, b.p.PerNamespace)
-	if err != nil {
-		b.t.Fatalf("seeding: %v", err)
-	}
-	pm0, pl0, err := b.scrapeBoth()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	pc0, pt0 := machineCPU()
 	// Both API servers profiled over the first 20 s of the plain client's sync and of the agent's
 	// (last size, at least 1,000 objects): where their CPU per write goes, compared.
 	var apiProfiles sync.WaitGroup
@@ -374,20 +365,12 @@ func (b *suite) initialSync(n int, last bool) {
 			})
 		}
 	}
-	profileManagement("plain")
-	plain, err := plainSync(ctx, b.plainMgmt, b.plainLocal, b.tr.keys, e.baseRegion, fmt.Sprintf("tenant-base%d", n), basePairs, b.concurrency)
-	if err != nil {
-		b.t.Fatalf("plain client: %v", err)
-	}
-	plainBusy := busySince(pc0, pt0)
-	pm1, pl1, err := b.scrapeBoth()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	plainRate := float64(n) / plain.Seconds()
-	fmt.Printf("BENCH plain client: %d objects in %s (%.0f/s)\n", n, plain.Round(time.Millisecond), plainRate)
+	before := b.runPlain(n, fmt.Sprintf("tenant-base%d", n), "", func() { profileManagement("plain") })
+	basePairs, plain := before.pairs, before.took
+	pm0, pm1, pl0, pl1 := before.m0, before.m1, before.l0, before.l1
 
 	region, cfg := e.mainRegion, e.mainConfig
+	var err error
 	if !last {
 		region = fmt.Sprintf("size-%d", n)
 		if cfg, err = e.deriveRegion(ctx, region); err != nil {
@@ -494,11 +477,11 @@ func (b *suite) initialSync(n int, last bool) {
 	// speed drifts over minutes, and the API servers' stores grow with every set (the agent's
 	// sync ran with one set more than the first plain one, and one fewer than the second): both
 	// biases fall on both sides alike.
-	plainAfter, plainAfterNote, plainAfterCPU := b.plainAgain(n)
-	baseline := (plain + plainAfter) / 2
-	plainRate = float64(n) / baseline.Seconds()
-	b.r.note("initial sync of %d, the plain client: %.0f/s before the agent's sync, %.0f/s after it (%s); the baseline is the mean of the two times",
-		n, float64(n)/plain.Seconds(), float64(n)/plainAfter.Seconds(), plainAfterNote)
+	after := b.runPlain(n, fmt.Sprintf("tenant-rebase%d", n), ", after the agent", nil)
+	baseline := (plain + after.took) / 2
+	plainRate := float64(n) / baseline.Seconds()
+	b.r.note("initial sync of %d, the plain client: %.0f/s before the agent's sync, %.0f/s after it (then management answered %s, the region %s, the machine's CPU %s busy); the baseline is the mean of the two times",
+		n, float64(n)/plain.Seconds(), float64(n)/after.took.Seconds(), requestsSince(after.m0, after.m1), requestsSince(after.l0, after.l1), after.busy)
 	rate := float64(n) / elapsed.Seconds()
 	ratio := rate / plainRate
 	b.r.add(fmt.Sprintf("initial sync, %d objects (objects/s; time)", n), fmt.Sprintf("%.0f/s; %.1f s", rate, elapsed.Seconds()),
@@ -524,13 +507,13 @@ func (b *suite) initialSync(n int, last bool) {
 	b.r.note("initial sync of %d, all region writes: %s", n, diff(al0, al1).writesSummary())
 	b.r.note("initial sync of %d, the agent's other requests: management %s; the region %s", n, diff(am0, am1).readsSummary(), diff(al0, al1).readsSummary())
 	b.r.note("initial sync of %d: management answered %s, the region %s, the machine's CPU %s busy; the plain client's: management %s, the region %s, the machine's CPU %s busy",
-		n, requestsSince(am0, am1), requestsSince(al0, al1), agentBusy, requestsSince(pm0, pm1), requestsSince(pl0, pl1), plainBusy)
+		n, requestsSince(am0, am1), requestsSince(al0, al1), agentBusy, requestsSince(pm0, pm1), requestsSince(pl0, pl1), before.busy)
 	// Both cores are busy in both halves, so the ratio above is one of CPU per object on the
 	// whole machine, the agent processes' own included. Where the agents do not share the API
 	// servers' cores (in a real fleet they run in the region), the API servers' CPU per object is
 	// what bounds the rate.
 	agentCPU := (am1.cpu - am0.cpu) + (al1.cpu - al0.cpu)
-	plainCPU := ((pm1.cpu - pm0.cpu) + (pl1.cpu - pl0.cpu) + plainAfterCPU) / 2
+	plainCPU := (before.apiCPU() + after.apiCPU()) / 2
 	if agentCPU > 0 && n > 0 {
 		b.r.note("initial sync of %d: the API servers' CPU per object (management + region): the agent's %.2f ms, the plain client's %.2f ms (mean of its two runs); ratio %.2f, the initial sync's where the agents do not share the API servers' cores",
 			n, 1000*agentCPU/float64(n), 1000*plainCPU/float64(n), plainCPU/agentCPU)
@@ -566,33 +549,44 @@ func (b *suite) initialSync(n int, last bool) {
 	b.pairs, b.basePairs, b.agents, b.region, b.cfgPath = pairs, basePairs, agents, region, cfgPath
 }
 
-// plainAgain runs the plain client's initial sync a second time, over n other fresh objects of
-// the plain client's region, and returns its time, what the API servers answered and the CPU
-// seconds they spent.
-func (b *suite) plainAgain(n int) (time.Duration, string, float64) {
+// plainRun is one run of the plain client's initial sync.
+type plainRun struct {
+	pairs []pair
+	took  time.Duration
+	// The API servers' metrics before and after, and how busy the machine was meanwhile.
+	m0, m1, l0, l1 scrape
+	busy           string
+}
+
+// apiCPU is the CPU seconds both API servers spent during the run.
+func (r plainRun) apiCPU() float64 { return (r.m1.cpu - r.m0.cpu) + (r.l1.cpu - r.l0.cpu) }
+
+// runPlain seeds n fresh objects of the plain client's region as set and runs the plain client's
+// initial sync over them, with the API servers' metrics scraped around it; start, when set, is
+// called just before the sync starts. what tells the printed line's run apart.
+func (b *suite) runPlain(n int, set, what string, start func()) plainRun {
 	ctx, e := b.ctx, b.e
-	set := fmt.Sprintf("tenant-rebase%d", n)
-	pairs, err := seed(ctx, b.mgmtAdmin, e.baseRegion, set, n, b.p.PerNamespace)
-	if err != nil {
+	var r plainRun
+	var err error
+	if r.pairs, err = seed(ctx, b.mgmtAdmin, e.baseRegion, set, n, b.p.PerNamespace); err != nil {
 		b.t.Fatalf("seeding: %v", err)
 	}
-	m0, l0, err := b.scrapeBoth()
-	if err != nil {
+	if r.m0, r.l0, err = b.scrapeBoth(); err != nil {
 		b.t.Fatal(err)
 	}
 	c0, t0 := machineCPU()
-	took, err := plainSync(ctx, b.plainMgmt, b.plainLocal, b.tr.keys, e.baseRegion, set, pairs, b.concurrency)
-	if err != nil {
-		b.t.Fatalf("plain client, second run: %v", err)
+	if start != nil {
+		start()
 	}
-	busy := busySince(c0, t0)
-	m1, l1, err := b.scrapeBoth()
-	if err != nil {
+	if r.took, err = plainSync(ctx, b.plainMgmt, b.plainLocal, b.tr.keys, e.baseRegion, set, r.pairs, b.concurrency); err != nil {
+		b.t.Fatalf("plain client%s: %v", what, err)
+	}
+	r.busy = busySince(c0, t0)
+	if r.m1, r.l1, err = b.scrapeBoth(); err != nil {
 		b.t.Fatal(err)
 	}
-	fmt.Printf("BENCH plain client, after the agent: %d objects in %s (%.0f/s)\n", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
-	return took, fmt.Sprintf("then management answered %s, the region %s, the machine's CPU %s busy", requestsSince(m0, m1), requestsSince(l0, l1), busy),
-		(m1.cpu - m0.cpu) + (l1.cpu - l0.cpu)
+	fmt.Printf("BENCH plain client%s: %d objects in %s (%.0f/s)\n", what, n, r.took.Round(time.Millisecond), float64(n)/r.took.Seconds())
+	return r
 }
 
 // leader returns the main region's replica that syncs and another running one (nil when none).
