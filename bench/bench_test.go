@@ -349,7 +349,7 @@ func (b *suite) initialSync(n int, last bool) {
 	// (last size, at least 1,000 objects): where their CPU per write goes, compared.
 	var apiProfiles sync.WaitGroup
 	defer apiProfiles.Wait()
-	profileManagement := func(who string) {
+	profileAPIServers := func(who string) {
 		if !last || n < 1000 {
 			return
 		}
@@ -365,9 +365,8 @@ func (b *suite) initialSync(n int, last bool) {
 			})
 		}
 	}
-	before := b.runPlain(n, fmt.Sprintf("tenant-base%d", n), "", func() { profileManagement("plain") })
+	before := b.runPlain(n, fmt.Sprintf("tenant-base%d", n), "", func() { profileAPIServers("plain") })
 	basePairs, plain := before.pairs, before.took
-	pm0, pm1, pl0, pl1 := before.m0, before.m1, before.l0, before.l1
 
 	region, cfg := e.mainRegion, e.mainConfig
 	var err error
@@ -436,7 +435,7 @@ func (b *suite) initialSync(n int, last bool) {
 	}
 	ac0, at0 := machineCPU()
 	apiProfiles.Wait() // the plain client's profile ends before the agents start
-	profileManagement("agent")
+	profileAPIServers("agent")
 	done := b.tr.startCount(region, n, marks...)
 	start := time.Now()
 	agents := make([]*agentProc, 0, e.replicas)
@@ -500,14 +499,14 @@ func (b *suite) initialSync(n int, last bool) {
 		return [2]float64{mw / float64(n), lw / float64(n)}, fmt.Sprintf("%.2f / %.2f (+%.0f namespaces)", mw/float64(n), lw/float64(n), ns)
 	}
 	agentW, agentText := perCopy(am0, am1, al0, al1, live)
-	plainW, plainText := perCopy(pm0, pm1, pl0, pl1, 0)
+	plainW, plainText := perCopy(before.m0, before.m1, before.l0, before.l1, 0)
 	b.r.add(fmt.Sprintf("Tenant writes per new copy, initial sync of %d (management / region)", n), agentText, plainText, "-",
 		"the plain client's (2 / 1)", verdict(round2(agentW[0]) <= round2(plainW[0]) && round2(agentW[1]) <= round2(plainW[1])))
 	b.r.note("initial sync of %d, all management writes: %s", n, diff(am0, am1).writesSummary())
 	b.r.note("initial sync of %d, all region writes: %s", n, diff(al0, al1).writesSummary())
 	b.r.note("initial sync of %d, the agent's other requests: management %s; the region %s", n, diff(am0, am1).readsSummary(), diff(al0, al1).readsSummary())
 	b.r.note("initial sync of %d: management answered %s, the region %s, the machine's CPU %s busy; the plain client's: management %s, the region %s, the machine's CPU %s busy",
-		n, requestsSince(am0, am1), requestsSince(al0, al1), agentBusy, requestsSince(pm0, pm1), requestsSince(pl0, pl1), before.busy)
+		n, requestsSince(am0, am1), requestsSince(al0, al1), agentBusy, requestsSince(before.m0, before.m1), requestsSince(before.l0, before.l1), before.busy)
 	// Both cores are busy in both halves, so the ratio above is one of CPU per object on the
 	// whole machine, the agent processes' own included. Where the agents do not share the API
 	// servers' cores (in a real fleet they run in the region), the API servers' CPU per object is

@@ -145,6 +145,7 @@ func (r DecommissionReport) Write(w io.Writer, region, leaseNamespace string) {
 // previous run left (a copy not gone in time, a conflict) and releases nothing twice.
 func Decommission(ctx context.Context, opts Options, local client.Client, d DecommissionOptions) (DecommissionReport, error) {
 	report := DecommissionReport{DryRun: d.DryRun}
+	opts = opts.withDefaults() // the management client below included (its User-Agent)
 	sch := scheme.New()
 	if local != nil {
 		sch = local.Scheme()
@@ -160,7 +161,7 @@ func Decommission(ctx context.Context, opts Options, local client.Client, d Deco
 	if err != nil {
 		return report, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	remote, err := client.New(opts.withDefaults().Management.Config, client.Options{Scheme: scheme.New()})
+	remote, err := client.New(opts.Management.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return report, fmt.Errorf("management client: %w", err)
 	}
