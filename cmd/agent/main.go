@@ -110,6 +110,7 @@ func run(ctx context.Context, cfg *config.AgentConfig, pprofAddr string) error {
 		Scheme:                        scheme.New(),
 		Logger:                        log,
 		Cache:                         regionsync.LocalCacheOptions(opts), // the agent caches its copies only
+		NewCache:                      regionsync.LocalNewCache(opts),     // decoded straight into the compact form
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        cfg.Telemetry.HealthAddr,
 		PprofBindAddress:              pprofAddr,

@@ -34,6 +34,13 @@ func LocalCacheOptions(region, annotationDomain string, resync time.Duration, co
 	}
 }
 
+// LocalNewCache is the local manager's NewCache beside LocalCacheOptions: the unstructured
+// informers of the compacted kinds decode watch events straight into the compact form
+// (compact.NewCache).
+func LocalNewCache(compacted []schema.GroupVersionKind) cache.NewCacheFunc {
+	return compact.NewCache(compacted)
+}
+
 func unstructuredFor(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)

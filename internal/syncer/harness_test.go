@@ -315,6 +315,7 @@ func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.Tr
 		Scheme:                 scheme.New(),
 		Logger:                 log,
 		Cache:                  regionsync.LocalCacheOptions(opts),
+		NewCache:               regionsync.LocalNewCache(opts),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},

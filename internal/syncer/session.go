@@ -186,6 +186,7 @@ func (e *Engine) newRemoteCluster() (cluster.Cluster, error) {
 		o.HTTPClient = e.remoteHTTP
 		o.Logger = e.log.WithName("management")
 		o.Cache = opts
+		o.NewCache = compact.NewCache(e.gvks) // watch events decoded straight into the compact form
 		o.Client = client.Options{Cache: &client.CacheOptions{Unstructured: true}}
 	})
 	if err != nil {

@@ -48,6 +48,9 @@ func TransformAllUnstructured() toolscache.TransformFunc {
 func transform(compacted func(schema.GroupVersionKind) bool) toolscache.TransformFunc {
 	strip := cache.TransformStripManagedFields()
 	return func(in any) (any, error) {
+		if c, ok := in.(*compactObject); ok {
+			return c, nil // decoded compacted from a watch (NewCache)
+		}
 		u, ok := in.(*unstructured.Unstructured)
 		if !ok {
 			return strip(in)
@@ -593,22 +596,7 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 			return nil, fmt.Errorf("metadata: %w", err)
 		}
 	}
-	c.generation, c.created = m.Generation, m.CreationTimestamp.Unix()
-	c.finalizers = listOf(m.Finalizers)
-	c.labels, c.annotations = pairsOf(m.Labels), pairsOf(m.Annotations)
-	for i := range m.OwnerReferences {
-		r := &m.OwnerReferences[i]
-		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
-	}
-	if m.GenerateName != "" || m.GetSelfLink() != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
-		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.GetSelfLink(),
-			deletionTimestamp: m.DeletionTimestamp, deletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ownerReferences: m.OwnerReferences}
-	}
-	// The setters put a namespace, UID or resourceVersion the compact fields cannot hold into
-	// rare (the rare case: each such setter copies rare once).
-	c.setRef(m.Namespace, m.Name)
-	c.SetUID(m.UID)
-	c.SetResourceVersion(m.ResourceVersion)
+	c.setMeta(&m)
 	rest := make(map[string]any, len(u.Object))
 	for k, v := range u.Object {
 		switch k {
@@ -625,6 +613,27 @@ func compact(u *unstructured.Unstructured) (*compactObject, error) {
 		c.rest = string(raw)
 	}
 	return c, nil
+}
+
+// setMeta sets c's metadata from m (its managedFields are not read); m's owner references are
+// kept, their kinds interned.
+func (c *compactObject) setMeta(m *metav1.ObjectMeta) {
+	c.generation, c.created = m.Generation, m.CreationTimestamp.Unix()
+	c.finalizers = listOf(m.Finalizers)
+	c.labels, c.annotations = pairsOf(m.Labels), pairsOf(m.Annotations)
+	for i := range m.OwnerReferences {
+		r := &m.OwnerReferences[i]
+		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
+	}
+	if m.GenerateName != "" || m.GetSelfLink() != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil || m.OwnerReferences != nil {
+		c.rare = &rareMeta{generateName: m.GenerateName, selfLink: m.GetSelfLink(),
+			deletionTimestamp: m.DeletionTimestamp, deletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ownerReferences: m.OwnerReferences}
+	}
+	// The setters put a namespace, UID or resourceVersion the compact fields cannot hold into
+	// rare (the rare case: each such setter copies rare once).
+	c.setRef(m.Namespace, m.Name)
+	c.SetUID(m.UID)
+	c.SetResourceVersion(m.ResourceVersion)
 }
 
 // DeepCopyObject returns the object expanded: a new *unstructured.Unstructured sharing nothing
