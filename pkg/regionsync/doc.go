@@ -46,7 +46,9 @@
 // need not be filtered: an object without this region's mark is never treated as a copy (the
 // adoption rules decide whether it becomes one) and only marked objects are ever written or
 // deleted. A host whose manager exists only for regionsync (the agent) may build it with
-// LocalCacheOptions, so that it caches copies only.
+// LocalCacheOptions, so that it caches copies only, and with LocalNewCache, so that the watches
+// of the kinds given as unstructured objects are decoded straight into the form the cache holds
+// them in.
 //
 // # A guest in the host process
 //
