@@ -276,7 +276,7 @@ type lineFramer struct{}
 
 // NewFrameReader returns a reader whose every Read returns (the next part of) one line.
 func (lineFramer) NewFrameReader(r io.ReadCloser) io.ReadCloser {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), closer: r}
+	return &lineReader{r: bufio.NewReaderSize(r, 16<<10), closer: r} // longer lines are gathered
 }
 
 // NewFrameWriter is JSON's (the decoder never sends events).
