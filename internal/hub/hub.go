@@ -102,8 +102,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	// which every Get and List expands back into the unstructured object the API server sent.
 	// Nothing reads the cache without that copy (UnsafeDisableDeepCopy would hand out the
 	// compact form). The Distributions' ControllerRevisions, typed, lose their managedFields.
+	// Their watches are decoded straight into that form (compact.NewCacheAllUnstructured).
 	watchErrs := &watchErrors{}
-	objects, err := cache.New(mgr.GetConfig(), cache.Options{
+	objects, err := compact.NewCacheAllUnstructured()(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		DefaultLabelSelector: labels.NewSelector().Add(*owned),
 		DefaultTransform:     compact.TransformAllUnstructured(),

@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
@@ -17,6 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	restclientwatch "k8s.io/client-go/rest/watch"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // tenantEvent is a watch event as the API server sends a Tenant's, managedFields included.
@@ -194,4 +198,40 @@ func BenchmarkWatchEvent(b *testing.B) {
 		})
 	})
 	b.Run("compact", func(b *testing.B) { run(b, eventDecoder) })
+}
+
+// TestOwnedKinds: the decoder serves a compacted kind only where controller-runtime's request
+// would carry nothing but the cache's default label selector.
+func TestOwnedKinds(t *testing.T) {
+	configMap, secret := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	cm := &unstructured.Unstructured{}
+	cm.SetGroupVersionKind(configMap)
+	compacted := func(gvk schema.GroupVersionKind) bool { return gvk != secret }
+	for name, tc := range map[string]struct {
+		opts cache.Options
+		want map[schema.GroupVersionKind]bool // nil: the decoder serves no kind
+	}{
+		"label selector only":     {cache.Options{DefaultLabelSelector: labels.Everything()}, map[schema.GroupVersionKind]bool{tenantGVK: true, configMap: true, secret: false}},
+		"a kind's own options":    {cache.Options{ByObject: map[client.Object]cache.ByObject{cm: {Label: labels.Everything()}}}, map[schema.GroupVersionKind]bool{tenantGVK: true, configMap: false}},
+		"namespaces":              {cache.Options{DefaultNamespaces: map[string]cache.Config{"a": {}}}, nil},
+		"a field selector":        {cache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", "x")}, nil},
+		"an empty field selector": {cache.Options{DefaultFieldSelector: fields.Everything()}, map[schema.GroupVersionKind]bool{tenantGVK: true}},
+	} {
+		tc.opts.Scheme = runtime.NewScheme()
+		own, err := ownedKinds(compacted, tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if tc.want == nil {
+			if own != nil {
+				t.Errorf("%s: the decoder serves kinds; want none", name)
+			}
+			continue
+		}
+		for gvk, want := range tc.want {
+			if got := own(gvk); got != want {
+				t.Errorf("%s: %s served %v, want %v", name, gvk.Kind, got, want)
+			}
+		}
+	}
 }
