@@ -195,12 +195,8 @@ func FuzzCompactRoundTrip(f *testing.F) {
 	f.Add(`{"metadata":{"name":"d","uid":"0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a00","generateName":"d-","selfLink":"/x"}}`)
 	tr := Transform([]schema.GroupVersionKind{tenantGVK})
 	f.Fuzz(func(t *testing.T, doc string) {
-		obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(doc), &tenantGVK, nil)
-		if err != nil {
-			return
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
+		u := unstructuredDoc(doc)
+		if u == nil {
 			return
 		}
 		u.SetGroupVersionKind(tenantGVK)
@@ -223,6 +219,17 @@ func FuzzCompactRoundTrip(f *testing.F) {
 			t.Fatalf("round trip:\n got %#v\nwant %#v", got.Object, want.Object)
 		}
 	})
+}
+
+// unstructuredDoc is doc decoded as an informer of an unstructured kind decodes it, nil when it
+// is not an object.
+func unstructuredDoc(doc string) *unstructured.Unstructured {
+	obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(doc), &tenantGVK, nil)
+	if err != nil {
+		return nil
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
 }
 
 func withoutNilTimestamp(m map[string]any) map[string]any {

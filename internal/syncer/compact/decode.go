@@ -25,12 +25,12 @@ func decodeJSON(data []byte) (*compactObject, error) {
 	}
 	var apiVersion, kind, meta, rest []byte
 	if !members(data, func(key, value []byte) {
-		switch keyString(key) {
-		case "apiVersion":
+		switch k := keyName(key); { // the comparisons do not copy k
+		case string(k) == "apiVersion":
 			apiVersion = value
-		case "kind":
+		case string(k) == "kind":
 			kind = value
-		case "metadata":
+		case string(k) == "metadata":
 			meta = value
 		default:
 			if rest == nil {
@@ -60,7 +60,7 @@ func decodeJSON(data []byte) (*compactObject, error) {
 		type member struct{ key, value []byte }
 		var fields []member
 		isObject := members(meta, func(key, value []byte) {
-			if keyString(key) == "managedFields" {
+			if string(keyName(key)) == "managedFields" {
 				return
 			}
 			for i := range fields {
@@ -73,12 +73,14 @@ func decodeJSON(data []byte) (*compactObject, error) {
 		})
 		// Metadata that is not an object (null) is none, as compact reads it.
 		if isObject && len(fields) > 0 {
-			kept := make([]byte, 0, len(meta))
+			kept := append(make([]byte, 0, len(meta)), '{')
 			for i, f := range fields {
-				kept = append(kept, ","[:min(i, 1)]...)
+				if i > 0 {
+					kept = append(kept, ',')
+				}
 				kept = append(append(append(kept, f.key...), ':'), f.value...)
 			}
-			kept = append(append([]byte{'{'}, kept...), '}')
+			kept = append(kept, '}')
 			if err := kjson.UnmarshalCaseSensitivePreserveInts(kept, &m); err != nil {
 				return nil, fmt.Errorf("metadata: %w", err)
 			}
@@ -107,15 +109,15 @@ func stringValue(field string, raw []byte) (string, error) {
 	return s, nil
 }
 
-// keyString is a member's key (a JSON string, quotes included) as a Go string; only a key with
-// escapes is decoded.
-func keyString(key []byte) string {
+// keyName is a member's key (a JSON string, quotes included) unquoted: a slice of it, decoded
+// only when it holds escapes.
+func keyName(key []byte) []byte {
 	if !slices.Contains(key, '\\') {
-		return string(key[1 : len(key)-1])
+		return key[1 : len(key)-1]
 	}
 	var s string
 	_ = json.Unmarshal(key, &s) // a valid document's key always decodes
-	return s
+	return []byte(s)
 }
 
 // members calls f with each member of the JSON object data (valid JSON: json.Valid said so), its

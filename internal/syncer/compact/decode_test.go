@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -19,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	restclientwatch "k8s.io/client-go/rest/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -40,12 +45,8 @@ func FuzzDecodeLikeTransform(f *testing.F) {
 	tr := TransformAllUnstructured() // whatever the kind, as the document says it
 
 	f.Fuzz(func(t *testing.T, doc string) {
-		obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(doc), &tenantGVK, nil)
-		if err != nil {
-			return
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
+		u := unstructuredDoc(doc)
+		if u == nil {
 			return
 		}
 		served := true // metadata as an API server serves it: it converts to ObjectMeta and back
@@ -232,6 +233,36 @@ func TestOwnedKinds(t *testing.T) {
 			if got := own(gvk); got != want {
 				t.Errorf("%s: %s served %v, want %v", name, gvk.Kind, got, want)
 			}
+		}
+	}
+}
+
+// TestWatchRefused: a watch the API server refuses (its answer a Status, not a stream) is the
+// API error it names, as with client-go's own decoding, so the reflector backs off or relists as
+// it would; the request carries the cache's label selector and the reflector's options.
+func TestWatchRefused(t *testing.T) {
+	var query url.Values
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.Query()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"tenants.demo.regionsync.dev is forbidden","reason":"Forbidden","code":403}`)
+	}))
+	defer server.Close()
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(tenantGVK, meta.RESTScopeNamespace)
+	lw, err := newListWatch(&rest.Config{Host: server.URL}, cache.Options{Mapper: mapper, HTTPClient: server.Client()}, tenantGVK, "regionsync.dev/region=us-east-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "12", SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if !apierrors.IsForbidden(err) || w != nil {
+		t.Fatalf("watch: %v, %v; want the API server's Forbidden", w, err)
+	}
+	for k, want := range map[string]string{"labelSelector": "regionsync.dev/region=us-east-1", "watch": "true", "allowWatchBookmarks": "true",
+		"resourceVersion": "12", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"} {
+		if got := query.Get(k); got != want {
+			t.Errorf("query %s=%q, want %q", k, got, want)
 		}
 	}
 }
