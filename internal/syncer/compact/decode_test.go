@@ -156,6 +156,20 @@ func TestWatchStream(t *testing.T) {
 	}
 }
 
+// TestWatchStreamCut: an answer that ends inside an event (a proxy cutting the connection) ends
+// the watch quietly, as client-go's framer does, so the reflector resumes from the last
+// resourceVersion rather than seeing a decoding error and listing everything again.
+func TestWatchStreamCut(t *testing.T) {
+	w := watch.NewStreamWatcher(eventDecoder(io.NopCloser(strings.NewReader(tenantEvent+`{"type":"ADDED","object":{"kind":"Ten`))), nil)
+	defer w.Stop()
+	if e := <-w.ResultChan(); e.Type != watch.Modified {
+		t.Fatalf("first event: %s %#v", e.Type, e.Object)
+	}
+	if e, open := <-w.ResultChan(); open {
+		t.Fatalf("after the cut: %s %#v; want the watch closed", e.Type, e.Object)
+	}
+}
+
 // eventDecoder is the watch decoder client-go builds from the compact serializer (as
 // rest.Request.Watch does for an answer of its media type).
 func eventDecoder(body io.ReadCloser) watch.Decoder {
@@ -217,6 +231,8 @@ func TestOwnedKinds(t *testing.T) {
 		"namespaces":              {cache.Options{DefaultNamespaces: map[string]cache.Config{"a": {}}}, nil},
 		"a field selector":        {cache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", "x")}, nil},
 		"an empty field selector": {cache.Options{DefaultFieldSelector: fields.Everything()}, map[schema.GroupVersionKind]bool{tenantGVK: true}},
+		"bookmarks off":           {cache.Options{DefaultEnableWatchBookmarks: ptr.To(false)}, nil},
+		"bookmarks on":            {cache.Options{DefaultEnableWatchBookmarks: ptr.To(true)}, map[schema.GroupVersionKind]bool{tenantGVK: true}},
 	} {
 		tc.opts.Scheme = runtime.NewScheme()
 		own, err := ownedKinds(compacted, tc.opts)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -56,6 +57,22 @@ func NewCacheAllUnstructured() cache.NewCacheFunc {
 func newCache(compacted func(schema.GroupVersionKind) bool) cache.NewCacheFunc {
 	return func(config *rest.Config, opts cache.Options) (cache.Cache, error) {
 		if opts.NewInformer == nil {
+			// The defaults cache.New gives these, given here first: the decoder's requests
+			// need them too (the same client, credentials and mapping as the cache's).
+			var err error
+			if opts.HTTPClient == nil {
+				if opts.HTTPClient, err = rest.HTTPClientFor(config); err != nil {
+					return nil, fmt.Errorf("the cache's HTTP client: %w", err)
+				}
+			}
+			if opts.Scheme == nil {
+				opts.Scheme = clientgoscheme.Scheme
+			}
+			if opts.Mapper == nil {
+				if opts.Mapper, err = apiutil.NewDynamicRESTMapper(config, opts.HTTPClient); err != nil {
+					return nil, fmt.Errorf("the cache's REST mapper: %w", err)
+				}
+			}
 			own, err := ownedKinds(compacted, opts)
 			if err != nil {
 				return nil, err
@@ -70,9 +87,11 @@ func newCache(compacted func(schema.GroupVersionKind) bool) cache.NewCacheFunc {
 
 // ownedKinds says which kinds' informers the decoder may serve under opts: the compacted kinds
 // without options of their own (ByObject), when the cache's only restriction is a default label
-// selector; nil (none) when it has namespaces or a default field selector.
+// selector; nil (none) when it has namespaces or a default field selector, or turns bookmarks off
+// (the decoder's watches always ask for them, as controller-runtime's do by default).
 func ownedKinds(compacted func(schema.GroupVersionKind) bool, opts cache.Options) (func(schema.GroupVersionKind) bool, error) {
-	if len(opts.DefaultNamespaces) > 0 || (opts.DefaultFieldSelector != nil && !opts.DefaultFieldSelector.Empty()) {
+	if len(opts.DefaultNamespaces) > 0 || (opts.DefaultFieldSelector != nil && !opts.DefaultFieldSelector.Empty()) ||
+		(opts.DefaultEnableWatchBookmarks != nil && !*opts.DefaultEnableWatchBookmarks) {
 		return nil, nil
 	}
 	own := map[schema.GroupVersionKind]bool{}
@@ -322,7 +341,13 @@ func (l *lineReader) Read(p []byte) (int, error) {
 			l.long = append(l.long, line...)
 			line = l.long
 		}
-		if err != nil && (!errors.Is(err, io.EOF) || len(bytes.TrimSpace(line)) == 0) {
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(bytes.TrimSpace(line)) > 0 {
+				// The answer ended inside an event (the API server ends each with a newline):
+				// an early end of the stream, which the watch ends on quietly and the reflector
+				// resumes from the last resourceVersion, as with client-go's JSON framer.
+				return 0, io.ErrUnexpectedEOF
+			}
 			return 0, err
 		}
 		l.pending = bytes.TrimSpace(line)

@@ -146,6 +146,28 @@ func TestCompactWatchOnAPIServer(t *testing.T) {
 	c2, other := start(cache.Options{DefaultNamespaces: map[string]cache.Config{"a": {}}})
 	eventually(c2, other, map[string]string{"a/in-1": "v\n<&>"})
 
+	// A cache given none of the client, scheme and mapper (cache.New's defaults) watches
+	// through the decoder with the same credentials.
+	beforeBare := decoded.Load()
+	bare, err := NewCache([]schema.GroupVersionKind{configMapGVK})(cfg, cache.Options{DefaultLabelSelector: selector, DefaultTransform: Transform([]schema.GroupVersionKind{configMapGVK})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = bare.Start(ctx) }()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(configMapGVK)
+	bareInformer, err := bare.GetInformer(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bare.WaitForCacheSync(ctx) {
+		t.Fatal("the cache from default options did not sync")
+	}
+	eventually(bare, bareInformer, map[string]string{"a/in-1": "v\n<&>", "b/in-2": "v\n<&>"})
+	if decoded.Load() == beforeBare {
+		t.Fatal("the cache from default options did not watch through the compact decoder")
+	}
+
 	afterStart := decoded.Load()
 	in1, err := cs.CoreV1().ConfigMaps("a").Get(ctx, "in-1", metav1.GetOptions{})
 	if err != nil {
