@@ -34,7 +34,9 @@ import (
 //
 // Only informers whose request controller-runtime builds from the cache's default label selector
 // alone are given the decoder: a kind with options of its own (ByObject), a default field
-// selector or namespaces keeps controller-runtime's list-watch, which applies them. Lists (when
+// selector, namespaces or bookmarks turned off keeps controller-runtime's list-watch, which
+// applies them. A client, scheme or mapper the options lack is filled in as cache.New would,
+// and the decoder's requests use the same. Lists (when
 // the API server cannot stream the initial list) always go through controller-runtime's
 // list-watch; the transform compacts their items.
 func NewCache(kinds []schema.GroupVersionKind) cache.NewCacheFunc {
