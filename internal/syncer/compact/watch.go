@@ -121,10 +121,13 @@ func newInformer(config *rest.Config, opts cache.Options, own func(schema.GroupV
 	}
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || !own(u.GroupVersionKind()) {
+		if !ok {
 			return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
 		}
 		gvk := u.GroupVersionKind()
+		if !own(gvk) {
+			return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+		}
 		watcher, err := newListWatch(config, opts, gvk, label, lw)
 		if err != nil {
 			// The kind's mapping or client could not be made now; controller-runtime's
@@ -330,18 +333,21 @@ type lineReader struct {
 	r       *bufio.Reader
 	closer  io.Closer
 	pending []byte // the rest of the current line
-	long    []byte // a line longer than bufio's buffer, gathered
 }
 
 // Read copies the next line, or its next part, into p.
 func (l *lineReader) Read(p []byte) (int, error) {
 	for len(l.pending) == 0 {
 		line, err := l.r.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) {
-			l.long = append(l.long[:0], line...)
-			line, err = l.r.ReadSlice('\n')
-			l.long = append(l.long, line...)
-			line = l.long
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer (a large object): gathered into a slice of its own,
+			// which goes once the line is read, so the watch keeps no large buffer.
+			long := bytes.Clone(line)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = l.r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) && len(bytes.TrimSpace(line)) > 0 {
