@@ -50,12 +50,15 @@ type params struct {
 	ExplainRegions   int           // BENCH_EXPLAIN_REGIONS: Regions created for the explain figure (default 1000)
 	ExplainObjects   int           // BENCH_EXPLAIN_OBJECTS: Tenants on management in the explain figure (default 10000)
 	Out              string        // BENCH_OUT: also append the table to this file
+	// BENCH_PLACEMENT: the CPUs of the initial sync's timed runs, split (the default with two
+	// CPUs or more: the control planes on one half, the clients on the other) or shared
+	Placement string
 }
 
 func loadParams(t *testing.T) params {
 	p := params{Sizes: []int{1000}, Rates: []int{20, 100}, Churn: 30 * time.Second, Grace: 10 * time.Second, Rest: 30 * time.Second,
 		WritesWindow: 10 * time.Second, Idle: 50, IdleWindow: 120 * time.Second, PerNamespace: 100, Out: os.Getenv("BENCH_OUT"),
-		FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second,
+		Placement: os.Getenv("BENCH_PLACEMENT"), FleetRegions: []int{50, 500}, FleetObjects: 2, RolloutRegions: 20, RolloutSoak: 10 * time.Second,
 		HubRegions: 50, HubChanges: 10, HubDistributions: 200, ExplainRegions: 1000, ExplainObjects: 10000}
 	ints := func(name string, dst *[]int) {
 		if v := os.Getenv(name); v != "" {
@@ -254,6 +257,10 @@ func TestBench(t *testing.T) {
 
 	b := &suite{t: t, p: p, e: e, tr: tr, mgmtAdmin: mgmtAdmin, localAdmin: localAdmin, plainMgmt: plainMgmt, plainLocal: plainLocal,
 		mgmtM: mgmtM, localM: localM, r: &report{}, ctx: ctx, dir: dir, realIdle: map[int]idleCost{}}
+	if b.place, err = newPlacement(p.Placement); err != nil {
+		t.Fatal(err)
+	}
+	b.r.note("placement of the initial sync's timed runs (the plain client's and the agent's): %s", b.place)
 	b.concurrency = config.DefaultConcurrency
 	if c := e.mainConfig.Resources[0].Concurrency; c > 0 {
 		b.concurrency = c
@@ -331,6 +338,22 @@ type suite struct {
 	cfgPath               string
 	// realIdle is the idle cost per region measured with agent processes, by region count.
 	realIdle map[int]idleCost
+	// place is the placement of the initial sync's timed runs on CPUs.
+	place placement
+}
+
+// applyPlacement puts the processes on their CPUs for a timed run of the initial sync.
+func (b *suite) applyPlacement() {
+	if err := b.place.apply(); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// releasePlacement gives every process every CPU back after a timed run of the initial sync.
+func (b *suite) releasePlacement() {
+	if err := b.place.release(); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 // errorf records a failure of a figure (the table is still printed).
@@ -433,7 +456,8 @@ func (b *suite) initialSync(n int, last bool) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	ac0, at0 := machineCPU()
+	b.applyPlacement()
+	cpu0 := b.place.read()
 	apiProfiles.Wait() // the plain client's profile ends before the agents start
 	profileAPIServers("agent")
 	done := b.tr.startCount(region, n, marks...)
@@ -459,7 +483,8 @@ func (b *suite) initialSync(n int, last bool) {
 		b.errorf("initial sync of %d: only %d synced after %s", n, count, timeout)
 		n = count
 	}
-	agentBusy := busySince(ac0, at0)
+	agentBusy := b.place.busySince(cpu0)
+	b.releasePlacement()
 	time.Sleep(2 * time.Second) // the last writes land
 	profiling.Wait()
 	am1, al1, err := b.scrapeBoth()
@@ -507,14 +532,14 @@ func (b *suite) initialSync(n int, last bool) {
 	b.r.note("initial sync of %d, the agent's other requests: management %s; the region %s", n, diff(am0, am1).readsSummary(), diff(al0, al1).readsSummary())
 	b.r.note("initial sync of %d: management answered %s, the region %s, the machine's CPU %s busy; the plain client's: management %s, the region %s, the machine's CPU %s busy",
 		n, requestsSince(am0, am1), requestsSince(al0, al1), agentBusy, requestsSince(before.m0, before.m1), requestsSince(before.l0, before.l1), before.busy)
-	// Both cores are busy in both halves, so the ratio above is one of CPU per object on the
-	// whole machine, the agent processes' own included. Where the agents do not share the API
-	// servers' cores (in a real fleet they run in the region), the API servers' CPU per object is
-	// what bounds the rate.
+	// The API servers' CPU per object bounds the rate where nothing else runs on their CPUs: the
+	// split placement, and a fleet, where the agents run on the region's nodes. With the shared
+	// placement every CPU is busy in both halves, and the ratio above is one of CPU per object on
+	// the whole machine, the agent processes' own (their warm standby's included) counted in it.
 	agentCPU := (am1.cpu - am0.cpu) + (al1.cpu - al0.cpu)
 	plainCPU := (before.apiCPU() + after.apiCPU()) / 2
 	if agentCPU > 0 && n > 0 {
-		b.r.note("initial sync of %d: the API servers' CPU per object (management + region): the agent's %.2f ms, the plain client's %.2f ms (mean of its two runs); ratio %.2f, the initial sync's where the agents do not share the API servers' cores",
+		b.r.note("initial sync of %d: the API servers' CPU per object (management + region): the agent's %.2f ms, the plain client's %.2f ms (mean of its two runs); ratio %.2f, the bound of the initial sync's where only the API servers' CPU counts",
 			n, 1000*agentCPU/float64(n), 1000*plainCPU/float64(n), plainCPU/agentCPU)
 	}
 	if last && b.p.Figures["live"] {
@@ -573,14 +598,16 @@ func (b *suite) runPlain(n int, set, what string, start func()) plainRun {
 	if r.m0, r.l0, err = b.scrapeBoth(); err != nil {
 		b.t.Fatal(err)
 	}
-	c0, t0 := machineCPU()
+	b.applyPlacement()
+	cpu0 := b.place.read()
 	if start != nil {
 		start()
 	}
 	if r.took, err = plainSync(ctx, b.plainMgmt, b.plainLocal, b.tr.keys, e.baseRegion, set, r.pairs, b.concurrency); err != nil {
 		b.t.Fatalf("plain client%s: %v", what, err)
 	}
-	r.busy = busySince(c0, t0)
+	r.busy = b.place.busySince(cpu0)
+	b.releasePlacement()
 	if r.m1, r.l1, err = b.scrapeBoth(); err != nil {
 		b.t.Fatal(err)
 	}
