@@ -64,6 +64,12 @@ func (b *suite) explain() {
 		b.t.Fatalf("building the plugin: %v\n%s", err, out)
 	}
 	defer b.explainCleanup()
+	// The synced set's verdict is Synced only while its region is live: the idle and fleet
+	// figures stop the main region's agents.
+	if err := b.mainAgentsRunning(); err != nil {
+		b.errorf("explain: %v", err)
+		return
+	}
 	start := time.Now()
 	names := make([]string, explainRegions)
 	for i := range names {

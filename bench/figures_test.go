@@ -311,6 +311,30 @@ func secsOK(d time.Duration, ok bool) string {
 	return fmt.Sprintf("%.2f s", d.Seconds())
 }
 
+// mainAgentsRunning starts the main region's agents again when an earlier figure stopped them
+// (idle and fleet do, to measure management without them), as many as the overlay has replicas,
+// and waits until one of them holds the shard Lease.
+func (b *suite) mainAgentsRunning() error {
+	for _, a := range b.agents {
+		if a.proc.Alive() {
+			return nil
+		}
+	}
+	agents := make([]*agentProc, 0, b.e.replicas)
+	for i := range b.e.replicas {
+		a, err := b.e.startAgent(fmt.Sprintf("%s-replica-%d-again", b.region, i), b.cfgPath)
+		if err != nil {
+			return fmt.Errorf("starting the main region's agents again: %w", err)
+		}
+		agents = append(agents, a)
+	}
+	b.agents = agents
+	if leader, _ := b.leader(); leader == nil {
+		return fmt.Errorf("the main region's agents were started again, but none holds the shard Lease after 30 s")
+	}
+	return nil
+}
+
 // idle: management's cost of idle regions. The main region's agents are stopped; management's
 // requests are counted over a window with no agent, then with p.Idle regions, each one agent
 // process with the shipped configuration (its own region name, identity and registration,
