@@ -340,6 +340,9 @@ type suite struct {
 	realIdle map[int]idleCost
 	// place is the placement of the initial sync's timed runs on CPUs.
 	place placement
+	// restarts counts the times the main region's agents were started again after a figure
+	// stopped them (their names and claim identities carry it).
+	restarts int
 }
 
 // applyPlacement puts the processes on their CPUs for a timed run of the initial sync.

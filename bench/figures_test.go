@@ -313,16 +313,18 @@ func secsOK(d time.Duration, ok bool) string {
 
 // mainAgentsRunning starts the main region's agents again when an earlier figure stopped them
 // (idle and fleet do, to measure management without them), as many as the overlay has replicas,
-// and waits until one of them holds the shard Lease.
+// each with a name (and claim identity) of its own, waits until one of them holds the shard
+// Lease, then as long as a region's claim and its pass over the synced set take to settle.
 func (b *suite) mainAgentsRunning() error {
 	for _, a := range b.agents {
 		if a.proc.Alive() {
 			return nil
 		}
 	}
+	b.restarts++
 	agents := make([]*agentProc, 0, b.e.replicas)
 	for i := range b.e.replicas {
-		a, err := b.e.startAgent(fmt.Sprintf("%s-replica-%d-again", b.region, i), b.cfgPath)
+		a, err := b.e.startAgent(fmt.Sprintf("%s-replica-%d-restart-%d", b.region, i, b.restarts), b.cfgPath)
 		if err != nil {
 			return fmt.Errorf("starting the main region's agents again: %w", err)
 		}
@@ -332,6 +334,7 @@ func (b *suite) mainAgentsRunning() error {
 	if leader, _ := b.leader(); leader == nil {
 		return fmt.Errorf("the main region's agents were started again, but none holds the shard Lease after 30 s")
 	}
+	time.Sleep(b.settle())
 	return nil
 }
 

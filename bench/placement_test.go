@@ -1,8 +1,11 @@
+//go:build linux
+
 package bench
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,17 +91,22 @@ func (p placement) String() string {
 
 // apply puts this process and every process it started on their half (a no-op when shared).
 // Threads and processes started later inherit the CPUs of the thread that starts them: the agent
-// processes the suite starts run on the clients' half.
+// processes the suite starts run on the clients' half. It fails when no control plane's process
+// is found: the split would then hold only the clients.
 func (p placement) apply() error {
 	if !p.split {
 		return nil
 	}
-	return p.each(func(comm string) unix.CPUSet {
+	servers, err := p.each(func(comm string) unix.CPUSet {
 		if serverCommands[comm] {
 			return p.servers
 		}
 		return p.clients
 	})
+	if err == nil && servers == 0 {
+		err = fmt.Errorf("no control plane's process (%s) among this process's descendants", strings.Join(slices.Sorted(maps.Keys(serverCommands)), ", "))
+	}
+	return err
 }
 
 // release gives every process the CPUs the suite started with back (a no-op when shared).
@@ -106,37 +114,59 @@ func (p placement) release() error {
 	if !p.split {
 		return nil
 	}
-	return p.each(func(string) unix.CPUSet { return p.all })
+	_, err := p.each(func(string) unix.CPUSet { return p.all })
+	return err
 }
 
+// placeRounds bounds each's passes: a thread started during a pass, by a thread the pass had not
+// reached yet, has that thread's CPUs, and the next pass finds it.
+const placeRounds = 10
+
 // each sets, on every thread of this process and of its descendants, the CPUs cpus returns for
-// the process's command.
-func (p placement) each(cpus func(comm string) unix.CPUSet) error {
-	pids, err := descendants(os.Getpid())
-	if err != nil {
-		return err
-	}
-	for _, pid := range append([]int{os.Getpid()}, pids...) {
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+// the process's command, pass after pass until one finds every thread on its CPUs; it returns
+// how many control planes' processes it found.
+func (p placement) each(cpus func(comm string) unix.CPUSet) (servers int, _ error) {
+	for range placeRounds {
+		pids, err := descendants(os.Getpid())
 		if err != nil {
-			continue // exited meanwhile
+			return 0, err
 		}
-		set := cpus(strings.TrimSpace(string(comm)))
-		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		if err != nil {
-			continue
-		}
-		for _, task := range tasks {
-			tid, err := strconv.Atoi(task.Name())
+		servers = 0
+		moved := 0
+		for _, pid := range append([]int{os.Getpid()}, pids...) {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if err != nil {
+				continue // exited meanwhile
+			}
+			comm := strings.TrimSpace(string(data))
+			if serverCommands[comm] {
+				servers++
+			}
+			set := cpus(comm)
+			tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 			if err != nil {
 				continue
 			}
-			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("placing thread %d of %s (pid %d) on CPU %s: %w", tid, strings.TrimSpace(string(comm)), pid, cpuList(set), err)
+			for _, task := range tasks {
+				tid, err := strconv.Atoi(task.Name())
+				if err != nil {
+					continue
+				}
+				var now unix.CPUSet
+				if err := unix.SchedGetaffinity(tid, &now); err == nil && now == set {
+					continue
+				}
+				if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+					return 0, fmt.Errorf("placing thread %d of %s (pid %d) on CPU %s: %w", tid, comm, pid, cpuList(set), err)
+				}
+				moved++
 			}
 		}
+		if moved == 0 {
+			return servers, nil
+		}
 	}
-	return nil
+	return 0, fmt.Errorf("threads still moving to their CPUs after %d passes", placeRounds)
 }
 
 // descendants lists the processes below pid, from /proc.
@@ -215,7 +245,9 @@ func cpusBusy(set unix.CPUSet) (busy, total uint64) {
 		if err != nil || !set.IsSet(id) {
 			continue
 		}
-		for i, v := range f[1:] {
+		// user nice system idle iowait irq softirq steal; guest and guest_nice follow, already
+		// counted in user and nice.
+		for i, v := range f[1:min(len(f), 9)] {
 			n, _ := strconv.ParseUint(v, 10, 64)
 			total += n
 			if i != 3 && i != 4 { // idle, iowait
@@ -257,6 +289,7 @@ func (p placement) busySince(r cpuReading) string {
 	return fmt.Sprintf("%s (the control planes' CPU %s, the clients' %s)", share(0), share(1), share(2))
 }
 
+// cpuSet is the set of the CPUs ids.
 func cpuSet(ids ...int) unix.CPUSet {
 	var s unix.CPUSet
 	for _, id := range ids {
@@ -302,8 +335,9 @@ func TestPlaceOn(t *testing.T) {
 	}
 }
 
-// TestPlacementOnProcesses places real processes: a child started before (and its own child)
-// and one started after, the way the agents are started during a timed run.
+// TestPlacementOnProcesses places real processes: a child started before (and its own child),
+// one whose command's name holds spaces and parentheses, a control plane's, and one started
+// after, the way the agents are started during a timed run; every thread of this process.
 func TestPlacementOnProcesses(t *testing.T) {
 	var all unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
@@ -320,7 +354,7 @@ func TestPlacementOnProcesses(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd
 	}
-	// A control plane's process, by its command's name: sleep under the name etcd.
+	// sleep under other names: the kernel names a process after its file (/proc/<pid>/comm).
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Fatal(err)
@@ -329,11 +363,15 @@ func TestPlacementOnProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	etcd := filepath.Join(t.TempDir(), "etcd")
-	if err := os.WriteFile(etcd, data, 0o755); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	named := func(name string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
-	server := start(etcd, "60")
+	odd := start(named("a) b (c"), "60")
 	parent := start("sh", "-c", "sleep 60 & wait")
 	var grandchild int
 	for deadline := time.Now().Add(10 * time.Second); grandchild == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -350,13 +388,26 @@ func TestPlacementOnProcesses(t *testing.T) {
 	if grandchild == 0 {
 		t.Fatal("descendants did not find the child's own child")
 	}
-	cpusOf := func(pid int) []int {
+	pids, err := descendants(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pids, odd.Process.Pid) {
+		t.Fatalf("descendants %v miss the child named %q (pid %d)", pids, "a) b (c", odd.Process.Pid)
+	}
+	// Without a control plane's process there is nothing to split from.
+	if err := p.apply(); err == nil || !strings.Contains(err.Error(), "no control plane's process") {
+		t.Fatalf("apply without a control plane's process: %v, want an error saying so", err)
+	}
+	server := start(named("etcd"), "60")
+	cpusOf := func(tid int) []int {
 		var s unix.CPUSet
-		if err := unix.SchedGetaffinity(pid, &s); err != nil {
+		if err := unix.SchedGetaffinity(tid, &s); err != nil {
 			t.Fatal(err)
 		}
 		return cpuIDs(s)
 	}
+	t.Cleanup(func() { _ = p.release() })
 	if err := p.apply(); err != nil {
 		t.Fatal(err)
 	}
@@ -364,17 +415,29 @@ func TestPlacementOnProcesses(t *testing.T) {
 	if got := cpusOf(server.Process.Pid); !slices.Equal(got, cpuIDs(p.servers)) {
 		t.Errorf("a control plane's process on CPU %v, want the control planes' %v", got, cpuIDs(p.servers))
 	}
-	for name, pid := range map[string]int{"this process": os.Getpid(), "a child": parent.Process.Pid, "its child": grandchild, "a child started after": later.Process.Pid} {
+	processes := map[string]int{"a child": parent.Process.Pid, "its child": grandchild, "a child started after": later.Process.Pid, "a child named a) b (c": odd.Process.Pid}
+	for name, pid := range processes {
 		if got := cpusOf(pid); !slices.Equal(got, cpuIDs(p.clients)) {
 			t.Errorf("%s on CPU %v, want the clients' %v", name, got, cpuIDs(p.clients))
+		}
+	}
+	for _, tid := range threads(t) {
+		if got := cpusOf(tid); !slices.Equal(got, cpuIDs(p.clients)) {
+			t.Errorf("thread %d of this process on CPU %v, want the clients' %v", tid, got, cpuIDs(p.clients))
 		}
 	}
 	if err := p.release(); err != nil {
 		t.Fatal(err)
 	}
-	for name, pid := range map[string]int{"this process": os.Getpid(), "a child": parent.Process.Pid, "its child": grandchild, "a child started after": later.Process.Pid, "a control plane's process": server.Process.Pid} {
+	processes["a control plane's process"] = server.Process.Pid
+	for name, pid := range processes {
 		if got := cpusOf(pid); !slices.Equal(got, ids) {
 			t.Errorf("%s on CPU %v after the release, want every CPU %v", name, got, ids)
+		}
+	}
+	for _, tid := range threads(t) {
+		if got := cpusOf(tid); !slices.Equal(got, ids) {
+			t.Errorf("thread %d of this process on CPU %v after the release, want every CPU %v", tid, got, ids)
 		}
 	}
 	if r := p.read(); r.total[0] == 0 || r.busy[0] > r.total[0] || r.total[2] == 0 || r.busy[2] > r.total[2] {
@@ -382,7 +445,25 @@ func TestPlacementOnProcesses(t *testing.T) {
 	}
 }
 
-// parentOf is a process's parent, from /proc.
+// threads lists this process's threads, from /proc.
+func threads(t *testing.T) []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tids []int
+	for _, task := range tasks {
+		if tid, err := strconv.Atoi(task.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	if len(tids) < 2 {
+		t.Fatalf("this process has %d thread(s): a Go test binary runs several", len(tids))
+	}
+	return tids
+}
+
+// parentOf is a process's parent, from /proc (0 when it has exited).
 func parentOf(t *testing.T, pid int) int {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -390,6 +471,9 @@ func parentOf(t *testing.T, pid int) int {
 	}
 	s := string(data)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 2 {
+		t.Fatalf("/proc/%d/stat: %q", pid, s)
+	}
 	ppid, err := strconv.Atoi(fields[1])
 	if err != nil {
 		t.Fatal(err)
