@@ -459,9 +459,9 @@ func (b *suite) initialSync(n int, last bool) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	b.applyPlacement()
-	cpu0 := b.place.read()
 	apiProfiles.Wait() // the plain client's profile ends before the agents start
+	b.applyPlacement()
+	cpu0 := b.place.read() // after the wait: an idle wait would dilute the busy shares
 	profileAPIServers("agent")
 	done := b.tr.startCount(region, n, marks...)
 	start := time.Now()
