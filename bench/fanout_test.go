@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 )
@@ -265,8 +266,8 @@ func (b *suite) fanOut() {
 
 	// At rest: no write on either cluster for the fanned-out object, once the report of the
 	// namespaces created later is on management (the agent writes a fan-out report at most once
-	// per fanOutReportInterval, a change within it when it ends).
-	time.Sleep(fanOutReportInterval + 5*time.Second)
+	// per FanOutReportInterval, a change within it when it ends).
+	time.Sleep(syncer.FanOutReportInterval + 5*time.Second)
 	m0, l0, err := b.scrapeBoth()
 	if err != nil {
 		b.errorf("fan-out: %v", err)
@@ -283,10 +284,6 @@ func (b *suite) fanOut() {
 		fmt.Sprintf("%.0f / %.0f", wm, wl), "0", "-", "0", verdict(wm == 0 && wl == 0))
 	b.r.note("fan-out: the agent (region %s) runs as the agent's ServiceAccount with the fan-out RBAC of docs/operations.md, local client at its default rate limit; the plain client has none, %d workers", fanOutRegion, b.concurrency)
 }
-
-// fanOutReportInterval is the agent's least time between two writes of a fan-out report
-// (internal/syncer).
-const fanOutReportInterval = 30 * time.Second
 
 // configMapWrites matches writes to ConfigMaps.
 func configMapWrites(k reqKey) bool { return isWrite(k) && k.Resource == "configmaps" && k.Group == "" }

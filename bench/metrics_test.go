@@ -313,20 +313,7 @@ func saveProfile(ctx context.Context, pprofAddr, profile, path string) error {
 
 // machineCPU returns the machine's busy and total CPU time (jiffies) from /proc/stat.
 func machineCPU() (busy, total uint64) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	for i, v := range f[1:] {
-		n, _ := strconv.ParseUint(v, 10, 64)
-		total += n
-		if i != 3 && i != 4 { // idle, iowait
-			busy += n
-		}
-	}
-	return busy, total
+	return procStat(func(cpu string) bool { return cpu == "cpu" })
 }
 
 // busySince is the machine's busy share of CPU time since the machineCPU reading b0, t0.

@@ -181,22 +181,10 @@ func descendants(pid int) ([]int, error) {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses, the last ')' ends it.
-		s := string(data)
-		end := strings.LastIndexByte(s, ')')
-		if end < 0 {
-			continue
+		child, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if parent, ok := parentPID(string(data)); ok && err == nil {
+			children[parent] = append(children[parent], child)
 		}
-		fields := strings.Fields(s[end+1:])
-		if len(fields) < 2 {
-			continue
-		}
-		child, err1 := strconv.Atoi(strings.TrimSpace(s[:strings.IndexByte(s, ' ')]))
-		parent, err2 := strconv.Atoi(fields[1])
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		children[parent] = append(children[parent], child)
 	}
 	var out []int
 	queue := []int{pid}
@@ -209,10 +197,22 @@ func descendants(pid int) ([]int, error) {
 	return out, nil
 }
 
+// parentPID reads the parent's pid from a /proc/<pid>/stat line, "pid (comm) state ppid ...":
+// comm may hold spaces and parentheses, the last ')' ends it.
+func parentPID(stat string) (int, bool) {
+	fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+	if len(fields) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	return ppid, err == nil
+}
+
 // cpuIDs lists the CPUs of set in order.
 func cpuIDs(set unix.CPUSet) []int {
-	var ids []int
-	for i := 0; len(ids) < set.Count(); i++ {
+	n := set.Count()
+	ids := make([]int, 0, n)
+	for i := 0; len(ids) < n; i++ {
 		if set.IsSet(i) {
 			ids = append(ids, i)
 		}
@@ -232,17 +232,22 @@ func cpuList(set unix.CPUSet) string {
 
 // cpusBusy reads the busy and total time of the CPUs in set from /proc/stat.
 func cpusBusy(set unix.CPUSet) (busy, total uint64) {
+	return procStat(func(cpu string) bool {
+		id, err := strconv.Atoi(strings.TrimPrefix(cpu, "cpu"))
+		return cpu != "cpu" && err == nil && set.IsSet(id)
+	})
+}
+
+// procStat sums the busy and total time of /proc/stat's CPU lines ("cpu" for the whole
+// machine, "cpu<N>" for one CPU) that want takes.
+func procStat(want func(cpu string) bool) (busy, total uint64) {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0, 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 5 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		id, err := strconv.Atoi(f[0][3:])
-		if err != nil || !set.IsSet(id) {
+		if len(f) < 5 || !strings.HasPrefix(f[0], "cpu") || !want(f[0]) {
 			continue
 		}
 		// user nice system idle iowait irq softirq steal; guest and guest_nice follow, already
@@ -440,7 +445,8 @@ func TestPlacementOnProcesses(t *testing.T) {
 			t.Errorf("thread %d of this process on CPU %v after the release, want every CPU %v", tid, got, ids)
 		}
 	}
-	if r := p.read(); r.total[0] == 0 || r.busy[0] > r.total[0] || r.total[2] == 0 || r.busy[2] > r.total[2] {
+	// Every CPU's time is at least one CPU's.
+	if r := p.read(); r.total[0] == 0 || r.busy[0] > r.total[0] || r.total[2] == 0 || r.busy[2] > r.total[2] || r.total[0] < r.total[2] {
 		t.Errorf("CPU times read from /proc/stat: %+v", r)
 	}
 }
@@ -469,14 +475,29 @@ func parentOf(t *testing.T, pid int) int {
 	if err != nil {
 		return 0
 	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 2 {
-		t.Fatalf("/proc/%d/stat: %q", pid, s)
-	}
-	ppid, err := strconv.Atoi(fields[1])
-	if err != nil {
-		t.Fatal(err)
+	ppid, ok := parentPID(string(data))
+	if !ok {
+		t.Fatalf("/proc/%d/stat: %q", pid, data)
 	}
 	return ppid
+}
+
+func TestParentPID(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		ppid int
+		ok   bool
+	}{
+		{"1234 (sleep) S 42 1234 1234 0 -1", 42, true},
+		{"1234 (a) b (c) S 7 1234", 7, true},
+		{"1234 (x) y) R 9", 9, true},
+		{"1234 (cut", 0, false},
+		{"", 0, false},
+		{"1234 (sleep) S notanumber", 0, false},
+	} {
+		ppid, ok := parentPID(tc.stat)
+		if ppid != tc.ppid || ok != tc.ok {
+			t.Errorf("parentPID(%q) = %d, %v; want %d, %v", tc.stat, ppid, ok, tc.ppid, tc.ok)
+		}
+	}
 }

@@ -51,8 +51,9 @@ const (
 
 // Timing of fan-out.
 const (
-	// fanOutReportInterval is the least time between two writes of a fan-out report.
-	fanOutReportInterval = 30 * time.Second
+	// FanOutReportInterval is the least time between two writes of a fan-out report (a change
+	// within it is written when it ends).
+	FanOutReportInterval = 30 * time.Second
 	// maxFanOutWrites bounds the copies one pass creates or updates: a pass over thousands of
 	// namespaces ends well within reconcileTimeout and the next one goes on at once.
 	maxFanOutWrites = 250
@@ -669,7 +670,7 @@ type reportWrite struct {
 }
 
 // writeFanOutReport writes the report on the remote object when it changed, at most once per
-// fanOutReportInterval (a change within it is written when it ends).
+// FanOutReportInterval (a change within it is written when it ends).
 func (r *Reconciler) writeFanOutReport(ctx context.Context, s *scope, rep *fanOutResult) error {
 	value := encodeFanOutReport(rep)
 	if s.remote.GetAnnotations()[r.Keys.FanOutReport] == value {
@@ -681,7 +682,7 @@ func (r *Reconciler) writeFanOutReport(ctx context.Context, s *scope, rep *fanOu
 		return nil // written; the cache has not caught up
 	}
 	if ok {
-		if left := fanOutReportInterval - time.Since(last.at); left > 0 {
+		if left := FanOutReportInterval - time.Since(last.at); left > 0 {
 			s.result = reconcile.Result{RequeueAfter: minRequeue(s.result.RequeueAfter, left)}
 			return nil
 		}
