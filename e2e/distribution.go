@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -440,6 +441,31 @@ func (s *distScenario) bind(t *testing.T, ns, name string, subject rbacv1.Subjec
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The API server's authorizer reads RBAC from its informers: a binding just created may not
+	// be seen by the next request yet. Wait until every rule is granted to the subject.
+	user := subject.Name
+	if subject.Kind == rbacv1.ServiceAccountKind {
+		user = testenv.ServiceAccountUser(subject.Namespace, subject.Name)
+	}
+	for _, r := range rules {
+		if len(r.Verbs) == 0 || len(r.APIGroups) == 0 || len(r.Resources) == 0 {
+			continue // grants nothing to wait for
+		}
+		attrs := &authorizationv1.ResourceAttributes{Namespace: ns, Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]}
+		if len(r.ResourceNames) > 0 {
+			attrs.Name = r.ResourceNames[0]
+		}
+		testenv.Eventually(t, fmt.Sprintf("%s may %s %s in %s (RBAC seen by the authorizer)", user, attrs.Verb, attrs.Resource, ns), 30*time.Second, func() error {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}}
+			if err := c.Create(ctx, review); err != nil {
+				return err
+			}
+			if !review.Status.Allowed {
+				return fmt.Errorf("not allowed yet: %s", review.Status.Reason)
+			}
+			return nil
+		})
 	}
 }
 
