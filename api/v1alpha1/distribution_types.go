@@ -80,6 +80,9 @@ const (
 	// ReasonHeld and ReasonNotHeld: the shrink guard's state.
 	ReasonHeld    = "Held"
 	ReasonNotHeld = "NotHeld"
+	// ReasonDeleting: the Distribution is being deleted; its per-region objects are being removed
+	// (Applied is False until they are gone and the hub's finalizer is released).
+	ReasonDeleting = "Deleting"
 
 	// Reasons of Progressing and Halted (and of status.rollout.halt).
 

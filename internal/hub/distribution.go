@@ -377,7 +377,7 @@ func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1
 ) (StatusInput, error) {
 	var remove []*unstructured.Unstructured
 	total := 0
-	removal := Removal{ConfirmedBefore: confirmedBefore(d, r.Keys), Regions: map[string]RegionRemoval{}}
+	regionGone := ""
 	for k, objs := range existing {
 		for name, o := range objs {
 			region := o.GetLabels()[config.RegionLabel]
@@ -392,13 +392,27 @@ func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1
 				continue
 			}
 			remove = append(remove, o)
-			if byRegion[region] == nil && removal.RegionGone == "" {
-				removal.RegionGone = region
+			if byRegion[region] == nil && regionGone == "" {
+				regionGone = region
 			}
-			rr := removal.Regions[region]
-			rr.Wanted++
-			removal.Regions[region] = rr
 		}
+	}
+	removal := Removal{Total: total, RegionGone: regionGone}
+	return r.removeGuarded(ctx, d, w, in, remove, removal, rule)
+}
+
+// removeGuarded asks the shrink guard about removing objects (removal says how many the
+// Distribution has, and whether it is being deleted) and removes them when it allows; when it
+// holds them, they are listed RemovalHeld, with one Event as the hold begins.
+func (r *DistributionReconciler) removeGuarded(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, in StatusInput,
+	remove []*unstructured.Unstructured, removal Removal, rule *HealthRule,
+) (StatusInput, error) {
+	removal.Wanted, removal.ConfirmedBefore, removal.Regions = len(remove), confirmedBefore(d, r.Keys), map[string]RegionRemoval{}
+	for _, o := range remove {
+		region := o.GetLabels()[config.RegionLabel]
+		rr := removal.Regions[region]
+		rr.Wanted++
+		removal.Regions[region] = rr
 	}
 	for region, rr := range removal.Regions {
 		n, err := r.regionObjects(ctx, region)
@@ -408,16 +422,13 @@ func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1
 		rr.Total = n
 		removal.Regions[region] = rr
 	}
-	removal.Wanted, removal.Total = len(remove), total
-	now := r.Now()
-	dec, err := r.Guard.Decide(ctx, client.ObjectKeyFromObject(d), now, removal)
+	dec, err := r.Guard.Decide(ctx, client.ObjectKeyFromObject(d), r.Now(), removal)
 	if err != nil {
 		return in, err
 	}
 	if !dec.Allowed {
 		in.Held, in.HeldSince = true, dec.HeldSince
-		in.HeldMessage = fmt.Sprintf("removing %d per-region objects is held by the shrink guard since %s: %s; confirm with the annotation %s=<RFC 3339 time after that>",
-			len(remove), dec.HeldSince.UTC().Format(time.RFC3339Nano), dec.Why, r.Keys.ConfirmRemovalsBefore)
+		in.HeldMessage = heldMessage(d, r.Keys, len(remove), dec.HeldSince, dec.Why)
 		if !isConditionTrue(d, regionsyncv1alpha1.DistributionRemovalHeld) {
 			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventRemovalHeld, eventActionRemove, "%s", in.HeldMessage)
 		}
@@ -433,18 +444,38 @@ func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1
 	for _, o := range remove {
 		e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
 		e.State = regionsyncv1alpha1.PlacementRemoving
-		if err := r.delete(ctx, w, o); err != nil {
-			e.Message = err.Error()
-		} else {
+		switch err := r.delete(ctx, w, o); {
+		case err == nil:
 			removed++
+		case removal.Deleting:
+			// Deleting the Distribution: a removal that fails is what stands in its way.
+			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed, err.Error()
+		default:
+			e.Message = err.Error()
 		}
 		in.Entries = append(in.Entries, e)
 	}
-	if removed > 0 {
+	if removed > 0 && !removal.Deleting {
 		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, EventRemoved, eventActionRemove, "removed %d per-region objects (regions that left the placement, sources that are gone, or a previous kind)", removed)
 	}
 	in.Entries = regionEntries(in.Entries)
 	return in, nil
+}
+
+// heldMessage is the RemovalHeld condition's and Event's message: what is held, since when (whole
+// seconds), why, and the exact command that confirms it (a time after the hold began), plus what
+// is wrong with a confirmation that does not parse.
+func heldMessage(d *regionsyncv1alpha1.Distribution, keys shard.Keys, n int, since time.Time, why string) string {
+	since = since.UTC()
+	after := since.Truncate(time.Second).Add(time.Second).Format(time.RFC3339)
+	msg := fmt.Sprintf("removing %d per-region objects is held by the shrink guard since %s: %s; if the removals are meant, confirm them: kubectl -n %s annotate distribution %s %s=%s --overwrite",
+		n, since.Format(time.RFC3339), why, d.Namespace, d.Name, keys.ConfirmRemovalsBefore, after)
+	if v, ok := d.Annotations[keys.ConfirmRemovalsBefore]; ok {
+		if _, err := time.Parse(time.RFC3339, v); err != nil {
+			msg += fmt.Sprintf(" (the annotation %s=%q is not an RFC 3339 time)", keys.ConfirmRemovalsBefore, v)
+		}
+	}
+	return msg
 }
 
 // regionObjects counts a region's per-region objects across all Distributions and every kind
@@ -589,9 +620,11 @@ func (r *DistributionReconciler) writer(d *regionsyncv1alpha1.Distribution) (wri
 	return writer{Client: c, sa: fmt.Sprintf("ServiceAccount %s/%s (%s)", d.Namespace, sa, from)}, nil
 }
 
-// finalize honours deletionPolicy: Delete removes every per-region object and waits until the
-// regions' agents released them (those stuck terminating are reported WaitingForRegion); Orphan
-// removes the Distribution's label from them. Then it removes the hub's finalizer.
+// finalize honours deletionPolicy: Delete removes every per-region object, through the shrink
+// guard's per-region budget (many Distributions deleted at once must not empty a region), and
+// waits until the regions' agents released them (those stuck terminating are reported
+// WaitingForRegion); Orphan removes the Distribution's label from them. Then it removes the hub's
+// finalizer: a Distribution whose removals are held stays until they are confirmed.
 func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1alpha1.Distribution) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(d, r.Keys.HubFinalizer) {
 		return ctrl.Result{}, nil
@@ -601,9 +634,11 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 		gvk = k
 	}
 	kinds := placedKinds(d, gvk)
-	var entries []regionsyncv1alpha1.DistributionRegionStatus
+	in := StatusInput{PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore, Deleting: true}
 	w, saErr := r.writer(d)
+	in.InvalidSpec = saErr
 	rule, _ := r.health.get(d.Spec.Health)
+	var remove []*unstructured.Unstructured
 	for _, gvk := range kinds {
 		objs, err := r.owned(ctx, d, gvk)
 		if errors.Is(err, errNotSynced) {
@@ -627,16 +662,21 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 				e.State, e.Reason = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed
 				e.Message = fmt.Sprintf("orphaning %s/%s as %s: %v", o.GetNamespace(), o.GetName(), w, err)
 			case o.GetDeletionTimestamp() == nil:
-				e.State = regionsyncv1alpha1.PlacementRemoving
-				if err := r.delete(ctx, w, o); err != nil {
-					e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonApplyFailed, err.Error()
-				}
+				remove = append(remove, o) // through the shrink guard, below
+				continue
 			}
-			entries = append(entries, e)
+			in.Entries = append(in.Entries, e)
 		}
 	}
-	if len(entries) > 0 {
-		st := ComputeStatus(d, StatusInput{Entries: regionEntries(entries), InvalidSpec: saErr, PlacedKind: d.Status.PlacedKind, ConfirmKey: r.Keys.ConfirmRemovalsBefore}, r.Now())
+	if len(remove) > 0 {
+		var err error
+		if in, err = r.removeGuarded(ctx, d, w, in, remove, Removal{Total: len(remove), Deleting: true}, rule); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if len(in.Entries) > 0 {
+		in.Entries = regionEntries(in.Entries)
+		st := ComputeStatus(d, in, r.Now())
 		r.totals.set(client.ObjectKeyFromObject(d), st.Counts)
 		after, err := r.writeStatus(ctx, d, st)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 // max(1, 10 %) of a Distribution's per-region objects (a region selector typo, a Region label
 // dropped, a source selector that suddenly matches nothing, a changed kind), or of one region's
 // per-region objects across all Distributions (a Region label many Distributions select on
-// dropped), until an operator confirms them with D/confirm-removals-before=<RFC 3339 time> on
+// dropped, many Distributions deleted at once), until an operator confirms them with D/confirm-removals-before=<RFC 3339 time> on
 // the Distribution (a time after the hold began). Removals of objects whose Region no longer
 // exists are always held until confirmed. The agents' per-kind deletion budgets cannot see a
 // fleet-wide removal of one object per region; the hub can.
@@ -67,6 +67,11 @@ type Removal struct {
 	Regions map[string]RegionRemoval
 	// ConfirmedBefore is the Distribution's D/confirm-removals-before (zero: none).
 	ConfirmedBefore time.Time
+	// Deleting: the Distribution itself is being deleted (deletionPolicy Delete). Deleting it is
+	// an explicit intent, so its own budget does not apply, nor does RegionGone; each region's
+	// budget across all Distributions does (many Distributions deleted at once: a deleted tenant
+	// namespace, a prune of the wrong folder).
+	Deleting bool
 }
 
 // RegionRemoval is a Distribution's wanted removals in one region, and the region's size.
@@ -145,10 +150,10 @@ func (g *ShrinkGuard) Decide(ctx context.Context, key types.NamespacedName, now 
 
 // exceeds says which budget the removals exceed ("" when none).
 func (g *ShrinkGuard) exceeds(rec GuardRecord, r Removal) string {
-	if r.RegionGone != "" {
+	if r.RegionGone != "" && !r.Deleting {
 		return fmt.Sprintf("Region %s was deleted (a deleted Region's objects are removed only when confirmed)", r.RegionGone)
 	}
-	if rec.Removed+r.Wanted > Allowance(r.Total) {
+	if !r.Deleting && rec.Removed+r.Wanted > Allowance(r.Total) {
 		return fmt.Sprintf("removing %d of the Distribution's %d per-region objects (%d already removed within the window) exceeds max(1, 10%%)", r.Wanted, r.Total, rec.Removed)
 	}
 	for _, region := range slices.Sorted(maps.Keys(r.Regions)) {

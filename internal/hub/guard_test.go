@@ -67,6 +67,17 @@ func TestShrinkGuard(t *testing.T) {
 			// The confirmation counts against nothing: d3 stays held until confirmed itself.
 			{4 * time.Second, "d3", Removal{Wanted: 1, Total: 2, Regions: regionB(1, 8)}, false, "Region r-b's 8 per-region objects"},
 		},
+		"a deleted Distribution: its own budget does not apply, each region's does": {
+			// Deleting one Distribution removes all its objects (3 of 3, one per region): allowed
+			// while each region stays within max(1, 10%).
+			{0, "d1", Removal{Wanted: 3, Total: 3, Deleting: true, Regions: map[string]RegionRemoval{"r-a": {1, 5}, "r-b": {1, 5}, "r-c": {1, 5}}}, true, ""},
+			// Three more deleted at once: past each region's budget, held until confirmed.
+			{time.Second, "d2", Removal{Wanted: 3, Total: 3, Deleting: true, Regions: map[string]RegionRemoval{"r-a": {1, 4}, "r-b": {1, 4}, "r-c": {1, 4}}}, false, "Region r-a's 4 per-region objects"},
+			{2 * time.Second, "d3", Removal{Wanted: 3, Total: 3, Deleting: true, Regions: map[string]RegionRemoval{"r-a": {1, 4}, "r-b": {1, 4}, "r-c": {1, 4}}}, false, "Region r-a"},
+			{3 * time.Second, "d2", Removal{Wanted: 3, Total: 3, Deleting: true, Regions: map[string]RegionRemoval{"r-a": {1, 4}, "r-b": {1, 4}, "r-c": {1, 4}}, ConfirmedBefore: t0.Add(2 * time.Second)}, true, ""},
+			// A deleted Region does not hold a deleted Distribution's removals.
+			{4 * time.Second, "d4", Removal{Wanted: 1, Total: 1, Deleting: true, RegionGone: "r-x", Regions: map[string]RegionRemoval{"r-x": {1, 10}}}, true, ""},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			store := &memStore{}

@@ -319,8 +319,20 @@ func TestHubDistributionConflict(t *testing.T) {
 		t.Fatalf("mine-ra held by %q (%v)", h, err)
 	}
 
-	// The holder goes: the other takes the object.
+	// The holder goes: the other takes the object. Region r-a already lost an object within the
+	// window (elder's unrelated-ra) and holds two: deleting zeta is past the region's budget and
+	// held until confirmed.
 	if err := c.Delete(bg, getDist(t, c, "zeta")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "zeta's deletion held by r-a's budget", 30*time.Second, func() error {
+		if cond := condition(t, c, "zeta", regionsyncv1alpha1.DistributionRemovalHeld); cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "Region r-a") {
+			return fmt.Errorf("zeta RemovalHeld %+v", cond)
+		}
+		return nil
+	})
+	confirm := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, keys.ConfirmRemovalsBefore, time.Now().Add(time.Second).UTC().Format(time.RFC3339))
+	if err := c.Patch(bg, getDist(t, c, "zeta"), client.RawPatch(types.MergePatchType, []byte(confirm))); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "alpha takes shared-ra once zeta is gone", 30*time.Second, func() error {

@@ -144,6 +144,8 @@ type StatusInput struct {
 	Rollout *RolloutOutcome
 	// HeldMessage says what holds the removals (the RemovalHeld message), when Held.
 	HeldMessage string
+	// Deleting: the Distribution is being deleted (its finalizer removes what it placed).
+	Deleting bool
 	// NotApplied is a finding that makes Applied False (its reason from conditionReason) although
 	// nothing failed, e.g. a source selector that matches nothing.
 	NotApplied error
@@ -246,10 +248,20 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 		set(regionsyncv1alpha1.DistributionApplied, false, reason, fmt.Sprintf("%d of %d regions failed: %s", len(failed), c.Selected, summary(failed)))
 	case in.NotApplied != nil:
 		set(regionsyncv1alpha1.DistributionApplied, false, conditionReason(in.NotApplied, regionsyncv1alpha1.ReasonInvalidSpec), in.NotApplied.Error())
+	case in.Deleting && in.Held:
+		set(regionsyncv1alpha1.DistributionApplied, false, regionsyncv1alpha1.ReasonHeld, fmt.Sprintf(
+			"the Distribution is being deleted; removing its %d per-region objects is held by the shrink guard (see RemovalHeld)", c.Removing))
+	case in.Deleting:
+		set(regionsyncv1alpha1.DistributionApplied, false, regionsyncv1alpha1.ReasonDeleting, fmt.Sprintf("the Distribution is being deleted; %d per-region objects left to remove", c.Removing))
+	case in.Held:
+		// Not done: what should be gone is still placed (a placement that selects no region
+		// reads as finished otherwise).
+		set(regionsyncv1alpha1.DistributionApplied, false, regionsyncv1alpha1.ReasonHeld, fmt.Sprintf(
+			"%s; removing %d per-region objects is held by the shrink guard (see RemovalHeld)", placedMessage(c), heldCount(entries)))
 	case c.Selected == 0:
 		set(regionsyncv1alpha1.DistributionApplied, true, regionsyncv1alpha1.ReasonNoRegions, "the placement selects no region")
 	default:
-		set(regionsyncv1alpha1.DistributionApplied, true, regionsyncv1alpha1.ReasonApplied, fmt.Sprintf("written for %d of %d selected regions", c.Placed, c.Selected))
+		set(regionsyncv1alpha1.DistributionApplied, true, regionsyncv1alpha1.ReasonApplied, placedMessage(c))
 	}
 	switch {
 	case c.Placed > 0 && c.Ready == c.Placed:
@@ -277,15 +289,30 @@ func setConditions(st *regionsyncv1alpha1.DistributionStatus, generation int64, 
 	default:
 		set(regionsyncv1alpha1.DistributionDegraded, false, regionsyncv1alpha1.ReasonAsExpected, "nothing is degraded")
 	}
-	if in.Held && in.HeldMessage != "" {
+	if in.Held {
 		set(regionsyncv1alpha1.DistributionRemovalHeld, true, regionsyncv1alpha1.ReasonHeld, in.HeldMessage)
-	} else if in.Held {
-		set(regionsyncv1alpha1.DistributionRemovalHeld, true, regionsyncv1alpha1.ReasonHeld, fmt.Sprintf(
-			"removing %d per-region objects would exceed the shrink guard (max(1, 10%%) within its window, or a deleted Region); held since %s: confirm with the annotation %s=<RFC 3339 time after that>",
-			c.Removing, in.HeldSince.UTC().Format(time.RFC3339), in.ConfirmKey))
 	} else if meta.FindStatusCondition(st.Conditions, regionsyncv1alpha1.DistributionRemovalHeld) != nil {
 		set(regionsyncv1alpha1.DistributionRemovalHeld, false, regionsyncv1alpha1.ReasonNotHeld, "no removal is held")
 	}
+}
+
+// placedMessage says where the placement stands (the Applied message's start).
+func placedMessage(c regionsyncv1alpha1.DistributionCounts) string {
+	if c.Selected == 0 {
+		return "the placement selects no region"
+	}
+	return fmt.Sprintf("written for %d of %d selected regions", c.Placed, c.Selected)
+}
+
+// heldCount is the number of entries whose removal the shrink guard holds.
+func heldCount(entries []regionsyncv1alpha1.DistributionRegionStatus) int {
+	n := 0
+	for _, e := range entries {
+		if e.State == regionsyncv1alpha1.PlacementRemovalHeld {
+			n++
+		}
+	}
+	return n
 }
 
 // summary lists at most 5 items, then how many more.
