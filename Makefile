@@ -14,8 +14,8 @@ all: build
 help: ## List the targets with what each does.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build the agent, the hub, the demo, the demo tenant operator, region-kubeconfig and the kubectl plugin into bin/.
-	$(GO) build -ldflags "-X main.Version=$(VERSION)" -o $(BIN)/ ./cmd/...
+build: ## Build the agent, the hub, region-kubeconfig and the kubectl plugin (cmd/), and the demo and its tenant operator (test/cmd/), into bin/.
+	$(GO) build -ldflags "-X main.Version=$(VERSION)" -o $(BIN)/ ./cmd/... ./test/cmd/...
 
 control-plane: ## Build (first time) or locate the cached control-plane binaries.
 	@scripts/control-plane.sh >/dev/null

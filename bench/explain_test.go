@@ -30,8 +30,8 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 const (
@@ -53,15 +53,9 @@ func explainRegionName(i int) string { return fmt.Sprintf("xr-%04d", i) }
 func (b *suite) explain() {
 	ctx, e := b.ctx, b.e
 	explainRegions, explainObjects := b.p.ExplainRegions, b.p.ExplainObjects
-	root, err := testenv.RepoRoot()
+	bin, err := testenv.BuildPlugin(b.dir)
 	if err != nil {
 		b.t.Fatal(err)
-	}
-	bin := filepath.Join(b.dir, "kubectl-regionsync")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/kubectl-regionsync")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		b.t.Fatalf("building the plugin: %v\n%s", err, out)
 	}
 	defer b.explainCleanup()
 	// The synced set's verdict is Synced only while its region is live: the idle and fleet

@@ -19,8 +19,8 @@ import (
 
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // fanOutRegion is the region of the fan-out figure's agent.

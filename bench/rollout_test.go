@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,12 +34,12 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/internal/tenantoperator"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/deploy"
+	"github.com/regionsync/regionsync/test/framework/tenantoperator"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // The rollout figure: bin/hub (the shipped hub overlay's configuration and identity, as many
@@ -628,11 +627,9 @@ func (b *suite) startHubs(ctx context.Context, figure string) ([]*agentProc, err
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(b.dir, "hub")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/hub")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the hub: %w\n%s", err, out)
+	bin, err := testenv.BuildHub(b.dir)
+	if err != nil {
+		return nil, err
 	}
 	objs, err := deploy.Render(filepath.Join(root, "deploy", "kustomize", "hub"))
 	if err != nil {

@@ -30,9 +30,9 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/internal/tenantoperator"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/tenantoperator"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // The Distribution scenario's tenants on management, each set up as docs/operations.md tells an

@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/hub"
+	"github.com/regionsync/regionsync/test/framework/deploy"
 )
 
 // Fleet is what the scenarios need from a provider.

@@ -33,10 +33,10 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
-	"github.com/regionsync/regionsync/internal/deploy"
-	"github.com/regionsync/regionsync/internal/otlpsink"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/deploy"
+	"github.com/regionsync/regionsync/test/framework/otlpsink"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // hubOverlay is the hub's overlay under deploy/.

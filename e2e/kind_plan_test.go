@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
-	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/hub"
+	"github.com/regionsync/regionsync/test/framework/deploy"
 )
 
 // The kind provider's plan, checked without Docker: cluster configs, kubeconfig Secrets and the

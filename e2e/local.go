@@ -24,12 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regionsync/regionsync/internal/deploy"
-	"github.com/regionsync/regionsync/internal/otlpsink"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/deploy"
+	"github.com/regionsync/regionsync/test/framework/otlpsink"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // Identities the overlays create: the agent's ServiceAccount in the region and the region's

@@ -18,14 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 )
 
 // RunScenarios runs every scenario against a deployed fleet. deployCopy is a writable copy of

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // agentBin is the agent binary the tests run, built once by TestMain (the unit tests check its

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // "agent decommission" as an operator runs it, against a region whose agent ran as a process:

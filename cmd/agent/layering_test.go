@@ -6,30 +6,32 @@ import (
 	"testing"
 )
 
-// TestProductionLayering: the shipped agent links no harness room (test environments, the demo,
-// its API and operator, the OTLP receiver, overlay rendering), and the health reporter knows
-// neither the engine nor the shard claim (it reads them through health.Sources).
+// TestProductionLayering: no product package (the commands that ship, internal/, pkg/) links the
+// test scaffolding (test/: control planes, the fleet launcher, the demo and its tenant operator,
+// the OTLP receiver, overlay rendering), the demo API, the e2e scenarios or the benchmarks; and the
+// health reporter knows neither the engine nor the shard claim (it reads them through
+// health.Sources).
 func TestProductionLayering(t *testing.T) {
 	const mod = "github.com/regionsync/regionsync/"
-	for pkg, forbidden := range map[string][]string{
-		".": {
-			mod + "api/demo/", mod + "internal/testenv", mod + "internal/demo", mod + "internal/tenantoperator",
-			mod + "internal/otlpsink", mod + "internal/deploy",
-		},
-		"../../internal/health": {mod + "internal/syncer", mod + "internal/shard/claim"},
-	} {
-		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
-		}
-		deps := strings.Fields(string(out))
-		if len(deps) < 20 {
-			t.Fatalf("go list %s returned %d packages; the check would prove nothing", pkg, len(deps))
-		}
+	scaffolding := []string{mod + "test/", mod + "api/demo/", mod + "e2e", mod + "bench"}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`,
+		"../../cmd/...", "../../internal/...", "../../pkg/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 20 {
+		t.Fatalf("go list returned %d product packages; the check would prove nothing", len(lines))
+	}
+	rules := map[string][]string{mod + "internal/health": {mod + "internal/syncer", mod + "internal/shard/claim"}}
+	for _, line := range lines {
+		f := strings.Fields(line)
+		pkg, deps := f[0], f[1:]
+		forbidden := append(scaffolding, rules[pkg]...)
 		for _, dep := range deps {
-			for _, f := range forbidden {
-				if strings.HasPrefix(dep, f) {
-					t.Errorf("%s imports %s (forbidden: %s)", pkg, dep, f)
+			for _, bad := range forbidden {
+				if strings.HasPrefix(dep, bad) {
+					t.Errorf("%s imports %s (forbidden: %s)", pkg, dep, bad)
 				}
 			}
 		}

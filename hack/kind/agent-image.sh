@@ -18,7 +18,7 @@ start=$SECONDS
 (
 	cd "$ROOT"
 	CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.Version=${version}" \
-		-o "$ctx/" ./cmd/agent ./cmd/hub ./cmd/tenant-operator
+		-o "$ctx/" ./cmd/agent ./cmd/hub ./test/cmd/tenant-operator
 )
 mkdir -p "$ctx/rootfs/etc" "$ctx/rootfs/tmp"
 chmod 1777 "$ctx/rootfs/tmp"

@@ -34,10 +34,10 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/deploy"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 const (

@@ -19,7 +19,7 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/regionsync/regionsync/internal/hub"
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // TestHubSecureMetrics: the hub's secure metrics endpoint, run as the hub's ServiceAccount with

@@ -33,7 +33,7 @@ import (
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/hub"
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // A kind whose status the test controls as a regional controller would report it (kstatus

@@ -19,8 +19,8 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // inSyncReconciler returns a reconciler whose one object is in sync on both sides, over

@@ -20,10 +20,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/deploy"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/deploy"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // fanOut is one test's view of namespace fan-out: the label its namespaces are selected by.

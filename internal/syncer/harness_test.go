@@ -35,10 +35,10 @@ import (
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
-	"github.com/regionsync/regionsync/internal/tenantoperator"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/tenantoperator"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // The integration tests share one management cluster and one regional cluster (real API servers

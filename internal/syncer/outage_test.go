@@ -9,7 +9,7 @@ import (
 	"time"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // A management outage reads as an outage in the log: a line when it starts and one when it ends,

@@ -21,8 +21,8 @@ func TestGuestImports(t *testing.T) {
 		// Its init registers --kubeconfig on flag.CommandLine: a host's own flag would collide.
 		"sigs.k8s.io/controller-runtime/pkg/client/config",
 		"github.com/regionsync/regionsync/internal/telemetry/tracer",
-		"github.com/regionsync/regionsync/internal/demo",
-		"github.com/regionsync/regionsync/internal/deploy",
+		"github.com/regionsync/regionsync/test/framework/demo",
+		"github.com/regionsync/regionsync/test/framework/deploy",
 	}
 	deps := strings.Fields(string(out))
 	if len(deps) < 50 {

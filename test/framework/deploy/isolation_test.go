@@ -33,8 +33,8 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/internal/testenv"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // The management base is accepted by a real API server, and its admission policy alone (the
@@ -44,7 +44,7 @@ import (
 // expression that fails to evaluate denies too, with another message), and leaves other users
 // alone.
 func TestIsolationPolicyOnAPIServer(t *testing.T) {
-	objs, err := Render("../../deploy/kustomize/management")
+	objs, err := Render("../../../deploy/kustomize/management")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func shippedManagement(t *testing.T, edit func(objs []*unstructured.Unstructured
 	t.Helper()
 	ctx := context.Background()
 	cluster := testenv.StartT(t, "management").Cluster("management")
-	objs, err := Render("../../deploy/kustomize/management")
+	objs, err := Render("../../../deploy/kustomize/management")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,13 @@ import (
 // nothing; a suffix that collides with none is written.
 func TestNewRegionSuffixes(t *testing.T) {
 	dir := t.TempDir()
-	if out, err := exec.Command("cp", "-R", "../../deploy", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-R", "../../../deploy", dir).CombinedOutput(); err != nil {
 		t.Fatalf("copying deploy/: %v: %s", err, out)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cp", "../../scripts/new-region.sh", filepath.Join(dir, "scripts")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "../../../scripts/new-region.sh", filepath.Join(dir, "scripts")).CombinedOutput(); err != nil {
 		t.Fatalf("copying new-region.sh: %v: %s", err, out)
 	}
 	script := filepath.Join(dir, "scripts", "new-region.sh")

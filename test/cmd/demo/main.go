@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/regionsync/regionsync/internal/demo"
+	"github.com/regionsync/regionsync/test/framework/demo"
 )
 
 func main() {

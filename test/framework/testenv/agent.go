@@ -24,29 +24,48 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/scheme"
-	"github.com/regionsync/regionsync/internal/tenantoperator"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 )
 
 // BuildAgent builds the agent binary (./cmd/agent) into dir and returns its path.
-func BuildAgent(dir string) (string, error) { return build(dir, "agent") }
+func BuildAgent(dir string) (string, error) { return buildOne(dir, "./cmd/agent") }
 
 // BuildHub builds the hub binary (./cmd/hub) into dir and returns its path.
-func BuildHub(dir string) (string, error) { return build(dir, "hub") }
+func BuildHub(dir string) (string, error) { return buildOne(dir, "./cmd/hub") }
 
-// build builds ./cmd/<command> into dir and returns the binary's path.
-func build(dir, command string) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
+// BuildPlugin builds the kubectl plugin (./cmd/kubectl-regionsync) into dir and returns its path.
+func BuildPlugin(dir string) (string, error) { return buildOne(dir, "./cmd/kubectl-regionsync") }
+
+// BuildTenantOperator builds the demo's tenant operator (./test/cmd/tenant-operator) into dir
+// and returns its path.
+func BuildTenantOperator(dir string) (string, error) {
+	return buildOne(dir, "./test/cmd/tenant-operator")
+}
+
+// buildOne builds one command package (relative to the repository) into dir and returns the
+// binary's path.
+func buildOne(dir, pkg string) (string, error) {
+	if err := Build(dir, pkg); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, command)
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+command)
+	return filepath.Join(dir, filepath.Base(pkg)), nil
+}
+
+// Build builds command packages (paths relative to the repository, e.g. ./cmd/agent) into dir,
+// each binary named as its package's folder: the one way tests, the benchmarks and the demo build
+// the project's binaries.
+func Build(dir string, pkgs ...string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the %s: %w\n%s", command, err, out)
+		return fmt.Errorf("building %v: %w\n%s", pkgs, err, out)
 	}
-	return bin, nil
+	return nil
 }
 
 // StartAgent runs the agent binary bin as the replica name (POD_NAME) with the configuration

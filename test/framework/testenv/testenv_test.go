@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // Three clusters in one process; in each, a namespace holding a Tenant is deleted and

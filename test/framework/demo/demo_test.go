@@ -5,7 +5,6 @@ package demo_test
 import (
 	"bytes"
 	"context"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -13,27 +12,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regionsync/regionsync/internal/demo"
-	"github.com/regionsync/regionsync/internal/testenv"
+	"github.com/regionsync/regionsync/test/framework/demo"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // The demo brings up the fleet, runs one agent process per region, shows every region's round
 // trip, and tears everything down.
 func TestDemoRoundTrip(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bins := t.TempDir()
-	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/agent", "./cmd/tenant-operator", "./cmd/hub")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent and the tenant operator: %v\n%s", err, out)
+	if err := testenv.Build(bins, "./cmd/agent", "./test/cmd/tenant-operator", "./cmd/hub"); err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	err = demo.Run(ctx, demo.Options{Dir: filepath.Join(t.TempDir(), "demo"), AgentBinary: filepath.Join(bins, "agent"),
+	err := demo.Run(ctx, demo.Options{Dir: filepath.Join(t.TempDir(), "demo"), AgentBinary: filepath.Join(bins, "agent"),
 		OperatorBinary: filepath.Join(bins, "tenant-operator"), HubBinary: filepath.Join(bins, "hub"), Out: &out, Exit: true})
 	t.Log(out.String())
 	if err != nil {

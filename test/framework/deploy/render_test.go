@@ -20,7 +20,7 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-const regionsDir = "../../deploy/regions"
+const regionsDir = "../../../deploy/regions"
 
 func regions(t *testing.T) []string {
 	t.Helper()
@@ -227,7 +227,7 @@ func TestManagementOverlays(t *testing.T) {
 // The management base installs the Region CRD, the shared role, and the one admission policy
 // (bound, denying) that covers every kind the shared role lets regions write.
 func TestManagementBase(t *testing.T) {
-	objs, err := Render("../../deploy/kustomize/management")
+	objs, err := Render("../../../deploy/kustomize/management")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestManagementBase(t *testing.T) {
 // The hub's base: 2 replicas as a non-root, read-only container under its own identity, with a
 // configuration the hub accepts, and RBAC that reads no Secret and writes no Region but its status.
 func TestHubBase(t *testing.T) {
-	objs, err := Render("../../deploy/kustomize/hub")
+	objs, err := Render("../../../deploy/kustomize/hub")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,11 +384,11 @@ func TestHubBase(t *testing.T) {
 // regionsync-regions (which matches every ServiceAccount of regionsync-system), and sends it to
 // workload-high; the regions' shard Lease schema still comes first, for the hub's leader election.
 func TestHubFlowSchemaPrecedesRegions(t *testing.T) {
-	hubObjs, err := Render("../../deploy/kustomize/hub")
+	hubObjs, err := Render("../../../deploy/kustomize/hub")
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := Render("../../deploy/kustomize/management")
+	base, err := Render("../../../deploy/kustomize/management")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,8 +37,8 @@ func hubConfigs(t *testing.T, dir string) (map[string]string, string) {
 // base's plus clusterProfiles (the component's copy kept in step), mounted by the Deployment, and
 // its only added rights are the ClusterProfiles of that one namespace. The base publishes none.
 func TestHubClusterProfilesOverlay(t *testing.T) {
-	base, _ := hubConfigs(t, "../../deploy/kustomize/hub")
-	configs, mounted := hubConfigs(t, "../../deploy/kustomize/hub-clusterprofiles")
+	base, _ := hubConfigs(t, "../../../deploy/kustomize/hub")
+	configs, mounted := hubConfigs(t, "../../../deploy/kustomize/hub-clusterprofiles")
 	if len(configs) != 1 || configs[mounted] == "" {
 		t.Fatalf("hub ConfigMaps %v, the Deployment mounts %q", slices.Collect(maps.Keys(configs)), mounted)
 	}
@@ -72,7 +72,7 @@ func TestHubClusterProfilesOverlay(t *testing.T) {
 			t.Errorf("deploy/kustomize/components/clusterprofiles/config.yaml is not deploy/kustomize/hub/config.yaml plus clusterProfiles: update it\n--- base\n%s\n--- component\n%s", body(data), overlay)
 		}
 	}
-	objs, err := Render("../../deploy/kustomize/hub-clusterprofiles")
+	objs, err := Render("../../../deploy/kustomize/hub-clusterprofiles")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestHubClusterProfilesOverlay(t *testing.T) {
 		}
 	}
 	// The CRD the overlay expects is the repository's.
-	if _, err := os.Stat("../../deploy/crds/clusterinventory/multicluster.x-k8s.io_clusterprofiles.yaml"); err != nil {
+	if _, err := os.Stat("../../../deploy/crds/clusterinventory/multicluster.x-k8s.io_clusterprofiles.yaml"); err != nil {
 		t.Error(err)
 	}
 }

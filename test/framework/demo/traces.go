@@ -8,7 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/regionsync/regionsync/internal/otlpsink"
+	"github.com/regionsync/regionsync/test/framework/otlpsink"
 )
 
 // DemoService is the service.name of the demo's own spans (the management-side change).
