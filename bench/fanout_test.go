@@ -83,7 +83,7 @@ func (cw *copyWatch) wait(n int, ns string, timeout time.Duration) (time.Time, b
 	return time.Time{}, false
 }
 
-// fanOutRBAC is the region RBAC a kind that fans out needs (docs/operations.md#rbac-for-namespace-fan-out),
+// fanOutRBAC is the region RBAC a kind that fans out needs (docs/operations/install.md#rbac-for-namespace-fan-out),
 // granted to the agent's ServiceAccount: the figure's agent runs with exactly it.
 func fanOutRBAC() []client.Object {
 	const name = "regionsync-agent-fanout"
@@ -282,7 +282,7 @@ func (b *suite) fanOut() {
 	wm, wl := diff(m0, m1).count(configMapWrites), diff(l0, l1).count(configMapWrites)
 	b.r.add(fmt.Sprintf("fan-out: writes at rest, %d copies, %s (ConfigMap writes management / region)", n+5, b.p.Rest),
 		fmt.Sprintf("%.0f / %.0f", wm, wl), "0", "-", target("fanout-writes-at-rest").RowText(), verdict(target("fanout-writes-at-rest").Met(wm) && target("fanout-writes-at-rest").Met(wl)))
-	b.r.note("fan-out: the agent (region %s) runs as the agent's ServiceAccount with the fan-out RBAC of docs/operations.md, local client at its default rate limit; the plain client has none, %d workers", fanOutRegion, b.concurrency)
+	b.r.note("fan-out: the agent (region %s) runs as the agent's ServiceAccount with the fan-out RBAC of docs/operations/install.md, local client at its default rate limit; the plain client has none, %d workers", fanOutRegion, b.concurrency)
 }
 
 // configMapWrites matches writes to ConfigMaps.

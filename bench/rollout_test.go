@@ -506,7 +506,7 @@ func retryOnConflict(ctx context.Context, fn func() error) error {
 
 // rolloutNamespace creates the Distribution's namespace on management: the ServiceAccount the hub
 // writes as (allowed to write Tenants there), the hub's impersonation and revisions binding
-// (docs/operations.md), and the Secrets each region uploads its tenant token to.
+// (docs/operations/hub.md), and the Secrets each region uploads its tenant token to.
 func (b *suite) rolloutNamespace(ctx context.Context, regions []string) error {
 	return b.placerNamespace(ctx, rolloutNamespace, regions)
 }
