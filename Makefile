@@ -52,9 +52,10 @@ test-unit: ## Pure-logic tests only (no control plane is started).
 
 # make bench: the benchmark suite of docs/performance.md (bench/, build tag "bench": go test ./...
 # never runs it). Real API servers, bin/agent as processes with the shipped overlays' configuration,
-# every figure against a baseline measured in the same run, one table. The full run (1,000 and
-# 10,000 objects, every figure) takes about half an hour on 2 cores; BENCH_* variables narrow it
-# (docs/performance.md), e.g. make bench BENCH_SIZES=1000 BENCH_FIGURES=writes,latency.
+# every figure against a baseline measured in the same run, one table; the verdicts come from
+# bench/targets.yaml. The full run (1,000 and 10,000 objects, every figure) takes about an hour on
+# 2 cores; BENCH_* variables narrow it (docs/performance.md), e.g.
+# make bench BENCH_SIZES=1000 BENCH_FIGURES=writes,latency.
 BENCH_SIZES ?= 1000,10000
 BENCH_TIMEOUT ?= 150m
 bench: control-plane ## The benchmark suite: one table of ratios against same-run baselines (docs/performance.md).

@@ -8,4 +8,9 @@
 //	KUBEBUILDER_ASSETS=$(scripts/control-plane.sh) go test -tags bench -run TestBench -v -timeout 90m ./bench/
 //
 // Parameters come from BENCH_* environment variables (see params in bench_test.go).
+//
+// The figures and their targets are data, targets.yaml (read by targets.go): every verdict of the
+// table comes from it, and docs/performance.md's table of figures is rendered from it
+// (TestTargetsTable; go test ./bench -run TestTargetsTable -update rewrites it). The key figures
+// of every run are rows of history.tsv, one per run.
 package bench

@@ -83,7 +83,7 @@ func (cw *copyWatch) wait(n int, ns string, timeout time.Duration) (time.Time, b
 	return time.Time{}, false
 }
 
-// fanOutRBAC is the region RBAC a kind that fans out needs (docs/operations.md#rbac-for-namespace-fan-out),
+// fanOutRBAC is the region RBAC a kind that fans out needs (docs/operations/install.md#rbac-for-namespace-fan-out),
 // granted to the agent's ServiceAccount: the figure's agent runs with exactly it.
 func fanOutRBAC() []client.Object {
 	const name = "regionsync-agent-fanout"
@@ -232,11 +232,11 @@ func (b *suite) fanOut() {
 	}
 	writes := diff(l0, l1).count(configMapWrites) / float64(n)
 	b.r.add(fmt.Sprintf("fan-out: one object into %d namespaces, until every copy exists", n), ms(all), ms(plain)+" (plain client writing the copies)",
-		fmt.Sprintf("%.1f×", all.Seconds()/plain.Seconds()), "-", "")
+		fmt.Sprintf("%.1f×", all.Seconds()/plain.Seconds()), target("fanout-time").RowText(), "")
 	b.r.add("fan-out: region writes per namespace (ConfigMap creates/updates/deletes)", fmt.Sprintf("%.2f", writes), fmt.Sprintf("%.2f", plainWrites),
-		fmt.Sprintf("%.2f", writes/plainWrites), "1", verdict(round2(writes) <= 1))
+		fmt.Sprintf("%.2f", writes/plainWrites), target("fanout-writes-per-namespace").RowText(), verdict(target("fanout-writes-per-namespace").Met(round2(writes))))
 	if h1, err := liveHeap(b.ctx, agent.pprof); err == nil {
-		b.r.add(fmt.Sprintf("fan-out: agent heap per copy (live heap after GC, %d copies)", n), kb(float64(int64(h1)-int64(h0))/float64(n)), "-", "-", "-", "")
+		b.r.add(fmt.Sprintf("fan-out: agent heap per copy (live heap after GC, %d copies)", n), kb(float64(int64(h1)-int64(h0))/float64(n)), "-", "-", target("fanout-heap-per-copy").RowText(), "")
 	}
 
 	// A namespace created later gets its copy: five in turn, against the plain client's one create.
@@ -262,7 +262,7 @@ func (b *suite) fanOut() {
 		one = append(one, time.Since(start))
 	}
 	b.r.add("fan-out: a namespace created later, until its copy exists (median of 5)", ms(median(later)), ms(median(one))+" (plain client: one create)",
-		fmt.Sprintf("%.1f×", median(later).Seconds()/median(one).Seconds()), "-", "")
+		fmt.Sprintf("%.1f×", median(later).Seconds()/median(one).Seconds()), target("fanout-namespace-later").RowText(), "")
 
 	// At rest: no write on either cluster for the fanned-out object, once the report of the
 	// namespaces created later is on management (the agent writes a fan-out report at most once
@@ -281,8 +281,8 @@ func (b *suite) fanOut() {
 	}
 	wm, wl := diff(m0, m1).count(configMapWrites), diff(l0, l1).count(configMapWrites)
 	b.r.add(fmt.Sprintf("fan-out: writes at rest, %d copies, %s (ConfigMap writes management / region)", n+5, b.p.Rest),
-		fmt.Sprintf("%.0f / %.0f", wm, wl), "0", "-", "0", verdict(wm == 0 && wl == 0))
-	b.r.note("fan-out: the agent (region %s) runs as the agent's ServiceAccount with the fan-out RBAC of docs/operations.md, local client at its default rate limit; the plain client has none, %d workers", fanOutRegion, b.concurrency)
+		fmt.Sprintf("%.0f / %.0f", wm, wl), "0", "-", target("fanout-writes-at-rest").RowText(), verdict(target("fanout-writes-at-rest").Met(wm) && target("fanout-writes-at-rest").Met(wl)))
+	b.r.note("fan-out: the agent (region %s) runs as the agent's ServiceAccount with the fan-out RBAC of docs/operations/install.md, local client at its default rate limit; the plain client has none, %d workers", fanOutRegion, b.concurrency)
 }
 
 // configMapWrites matches writes to ConfigMaps.

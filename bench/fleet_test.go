@@ -398,17 +398,18 @@ func (b *suite) fleet() {
 		}
 		b.saveLease(names[0], fmt.Sprintf("lease-idle-simulated-%d.yaml", n))
 		cost := newIdleCost(n, background, busy)
-		b.r.add(idleCostFigure(n, "simulated regions"), cost.text(), cost.baselineText(), "-", "writes ≤ 0.05/s", verdict(cost.writes <= 0.05))
+		b.r.add(idleCostFigure(n, "simulated regions"), cost.text(), cost.baselineText(), "-", "writes "+target("idle-writes-per-region").RowText(), verdict(target("idle-writes-per-region").Met(cost.writes)))
 		b.r.note("fleet of %d simulated regions, idle: management writes %s; other requests %s over %.0f s",
 			n, busy.writesSummary(), busy.readsSummary(), busy.seconds)
 		if procs, ok := b.realIdle[n]; ok {
 			ratio := func(sim, proc float64) string { return fmt.Sprintf("%.2f", sim/proc) }
-			within := func(sim, proc float64) bool { return proc > 0 && sim/proc >= 0.8 && sim/proc <= 1.2 }
+			simT := target("simulator-vs-processes")
+			within := func(sim, proc float64) bool { return proc > 0 && simT.Met(sim/proc) }
 			b.r.add(fmt.Sprintf("simulator against agent processes, %d idle regions (requests/s; writes/s; API-server CPU)", n),
 				fmt.Sprintf("%.3f; %.3f; %.2f ms/s", cost.reqs, cost.writes, cost.cpu*1000),
 				fmt.Sprintf("processes: %.3f; %.3f; %.2f ms/s", procs.reqs, procs.writes, procs.cpu*1000),
 				fmt.Sprintf("%s; %s; %s", ratio(cost.reqs, procs.reqs), ratio(cost.writes, procs.writes), ratio(cost.cpu, procs.cpu)),
-				"each within 0.8–1.2", verdict(within(cost.reqs, procs.reqs) && within(cost.writes, procs.writes) && within(cost.cpu, procs.cpu)))
+				"each "+simT.RowText(), verdict(within(cost.reqs, procs.reqs) && within(cost.writes, procs.writes) && within(cost.cpu, procs.cpu)))
 		}
 		if n == largest {
 			// Twice: with every process at the same priority (a note), then with management's API
@@ -552,11 +553,11 @@ func (b *suite) restartStorm(f *simFleet, names []string, cfgs map[string]*confi
 		return f
 	}
 	b.r.add(fmt.Sprintf("restart storm, %d simulated regions at once, management's API server and etcd %s: p50 / p99 of an outside client on management (%d requests)", n, priority, storm.n()),
-		latency, idle, "-", "p99 ≤ 1 s", verdict(storm.n() > 0 && p99 <= time.Second && storm.errors == 0))
+		latency, idle, "-", "p99 "+target("storm-outside-p99").RowText(), verdict(storm.n() > 0 && target("storm-outside-p99").MetDuration(p99) && storm.errors == 0))
 	b.r.add(fmt.Sprintf("restart storm, %d simulated regions: writes to synced objects during re-verification (management / region)", n),
-		fmt.Sprintf("%.0f / %.0f", tenantM, tenantL), "-", "-", "0 / 0", verdict(tenantM == 0 && tenantL == 0))
+		fmt.Sprintf("%.0f / %.0f", tenantM, tenantL), "-", "-", target("storm-writes-to-synced").RowText()+" (each side)", verdict(target("storm-writes-to-synced").Met(tenantM) && target("storm-writes-to-synced").Met(tenantL)))
 	b.r.add(fmt.Sprintf("restart storm, %d simulated regions (%d objects): time until every region is synced again", n, n*b.p.FleetObjects),
-		fmt.Sprintf("%.1f s (the old fleet stopped in %.1f s)", allSynced.Seconds(), stopped.Seconds()), "-", "-", "measured", "")
+		fmt.Sprintf("%.1f s (the old fleet stopped in %.1f s)", allSynced.Seconds(), stopped.Seconds()), "-", "-", target("storm-resync-time").RowText(), "")
 	b.r.note("restart storm: management answered %s; all management writes %s; the region's writes %s; management's other requests %s",
 		requestsSince(m0, m1), dm.writesSummary(), dl.writesSummary(), dm.readsSummary())
 	b.r.note("restart storm: the outside client's slowest requests (started seconds after the stop): %s", probe.slowest(stormStart, 5))

@@ -290,7 +290,7 @@ func (b *suite) goodRollout(ctx context.Context, rec *rolloutRecorder, names []s
 	b.r.add(fmt.Sprintf("rollout of a good spec, %d regions in %d waves (%s), soak %s: time per wave beyond the soak, p50 / max; total", len(names), len(waves), waveSizes(waves), soak),
 		fmt.Sprintf("%s / %s (%s); total %s", secs(quantile(over, 0.5)), secs(worst), strings.Join(parts, ", "), secs(total)),
 		fmt.Sprintf("the soaks alone: %s", secs(soaks)), fmt.Sprintf("%.2f (total)", total.Seconds()/soaks.Seconds()),
-		"≤ 2 s per wave", verdict(worst <= 2*time.Second))
+		target("rollout-good-wave").RowText()+" per wave", verdict(target("rollout-good-wave").MetDuration(worst)))
 	offsets := make([]string, 0, len(starts))
 	for i, s := range starts {
 		offsets = append(offsets, fmt.Sprintf("wave %d +%.1f s", i+1, s.Sub(t0).Seconds()))
@@ -360,13 +360,13 @@ func (b *suite) badRollout(ctx context.Context, rec *rolloutRecorder, n int, soa
 		b.errorf("rollout of the bad spec: %v back on plan %s, then not any more", missing, planGood)
 	}
 	b.r.add(fmt.Sprintf("rollout of a bad spec (unknown plan, Stalled), %d regions, first wave 1: regions whose copy ever had it (management objects written with it)", n),
-		fmt.Sprintf("%d (%d)", len(got), len(gotMgmt)), "-", "-", "1", verdict(len(got) == 1 && len(gotMgmt) == 1))
+		fmt.Sprintf("%d (%d)", len(got), len(gotMgmt)), "-", "-", target("rollout-bad-reach").RowText(), verdict(target("rollout-bad-reach").Met(float64(len(got))) && target("rollout-bad-reach").Met(float64(len(gotMgmt)))))
 	toHalt := halt.at.Sub(failed)
 	b.r.add("rollout of a bad spec: first health failure (the copy's Stalled status on management) → Halted=True",
-		secs(toHalt), "-", "-", "≤ 60 s", verdict(toHalt <= time.Minute))
+		secs(toHalt), "-", "-", target("rollout-bad-halt").RowText(), verdict(target("rollout-bad-halt").MetDuration(toHalt)))
 	toBack := back.Sub(halt.at)
 	b.r.add("rollout of a bad spec, onFailure Rollback: Halted=True → every updated region's copy back on the previous spec",
-		fmt.Sprintf("%s (%d region(s))", secs(toBack), len(got)), "-", "-", "≤ 60 s", verdict(toBack <= time.Minute && len(missing) == 0))
+		fmt.Sprintf("%s (%d region(s))", secs(toBack), len(got)), "-", "-", target("rollout-bad-rollback").RowText(), verdict(target("rollout-bad-rollback").MetDuration(toBack) && len(missing) == 0))
 	degraded := "not seen"
 	if o, ok := firstDist(dist, t0, func(o distObs) bool { return o.degraded }); ok {
 		degraded = fmt.Sprintf("+%.1f s", o.at.Sub(t0).Seconds())
@@ -505,7 +505,7 @@ func retryOnConflict(ctx context.Context, fn func() error) error {
 
 // rolloutNamespace creates the Distribution's namespace on management: the ServiceAccount the hub
 // writes as (allowed to write Tenants there), the hub's impersonation and revisions binding
-// (docs/operations.md), and the Secrets each region uploads its tenant token to.
+// (docs/operations/hub.md), and the Secrets each region uploads its tenant token to.
 func (b *suite) rolloutNamespace(ctx context.Context, regions []string) error {
 	return b.placerNamespace(ctx, rolloutNamespace, regions)
 }

@@ -35,7 +35,7 @@ import (
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
-// The Distribution scenario's tenants on management, each set up as docs/operations.md tells an
+// The Distribution scenario's tenants on management, each set up as docs/operations/hub.md tells an
 // operator to: the ServiceAccount placer the hub writes as (with what it may write), the hub's
 // right to impersonate the namespace's ServiceAccounts, and a tenant user who may write
 // Distributions naming placer.
@@ -394,7 +394,7 @@ func tenantTemplate(display string) runtime.RawExtension {
 	return runtime.RawExtension{Raw: raw}
 }
 
-// tenantNamespace sets up ns as docs/operations.md says: the ServiceAccount placer with rules,
+// tenantNamespace sets up ns as docs/operations/hub.md says: the ServiceAccount placer with rules,
 // the hub's right to impersonate the namespace's ServiceAccounts, the author's right to write
 // Distributions naming placer, and the (empty) token Secrets the regions upload to.
 func (s *distScenario) tenantNamespace(t *testing.T, ns string, regions []string, rules ...rbacv1.PolicyRule) {

@@ -72,7 +72,7 @@ func waitShardHolder(t *testing.T, f Fleet, region string) {
 }
 
 // WriteFanOutOverlays writes the overlays of region name with new-region.sh into deployCopy and
-// turns on namespace fan-out for ConfigMaps in them the way docs/operations.md tells an
+// turns on namespace fan-out for ConfigMaps in them the way docs/operations/install.md#rbac-for-namespace-fan-out tells an
 // operator to (the kind in the agent's config.yaml with fanOut enabled and in the Region's
 // registered shard, the RBAC add-on deploy/kustomize/agent-fanout in the agent overlay, the kind
 // readable by the region's identity on management and under the isolation policy, whose change

@@ -2,7 +2,7 @@
 //
 //	agent --config F [--check-config]      run the agent (or only validate F)
 //	agent decommission --config F [...]    release the region's claim on management (see
-//	                                       decommission.go and docs/operations.md)
+//	                                       decommission.go and docs/operations/regions.md)
 //
 // The agent parses its flags and configuration file,
 // builds a controller manager for the local cluster (in-cluster config, --kubeconfig or

@@ -1,6 +1,6 @@
 // Command hub is regionsync's management-side controller manager: it places Distributions (one
 // object in many regions), judges every region's heartbeat and, when configured, publishes one
-// ClusterProfile per Region (docs/design.md#hub-and-distribution).
+// ClusterProfile per Region (docs/design/hub.md#hub-and-distribution).
 //
 //	hub --config F [--check-config] [--pprof-bind-address ADDR]
 //

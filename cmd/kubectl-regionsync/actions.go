@@ -23,7 +23,7 @@ func newReleaseCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release (<kind>/<name> -n <namespace> --region-context <context> | --region <region> --before <time|now>)",
 		Short: "Release held deletions: one copy in its region, or a region's holds that started before a time",
-		Long: "release writes the annotations the agent reads (docs/operations.md, Releasing deletion holds):\n" +
+		Long: "release writes the annotations the agent reads (docs/operations/holds-and-releases.md, Releasing deletion holds):\n" +
 			"  - a copy: <domain>/release-deletion=true on the copy in the region (--region-context), which lets\n" +
 			"    that one held deletion through;\n" +
 			"  - a region: <domain>/release-deletions-before=<RFC 3339 time> on its Region on management, which\n" +
@@ -120,7 +120,7 @@ func newPauseCommand(o *options, pause bool) *cobra.Command {
 		Use:   verb + " <kind>/<name> -n <namespace> [--region-context <context>]",
 		Short: short,
 		Long: short + ".\nThe object is the one on management, or with --region-context the copy in the region (a pause on\n" +
-			"either side stops the agent's writes for the object, deletion included; docs/operations.md, Pausing an object).\n" +
+			"either side stops the agent's writes for the object, deletion included; docs/operations/holds-and-releases.md, Pausing an object).\n" +
 			"A Distribution on management is paused through its spec.paused instead: the hub stops its rollout where it is\n" +
 			"(no new wave, no rollback) and resume lets it go on.",
 		Example: fmt.Sprintf("  kubectl regionsync %s tenant/web-us-east-1 -n acme\n  kubectl regionsync %s tenant/web -n acme --region-context us-east-1\n"+

@@ -249,7 +249,7 @@ func (d *doctor) credentials(warn time.Duration) {
 			what = fmt.Sprintf("region %s's management credential expired %s ago (%s)", name, duration.HumanDuration(-left), exp.UTC().Format(time.RFC3339))
 		}
 		d.add(FindingCredentialExpiring, "Region "+name, what+": with renewal on the agent renews it at two thirds of its lifetime, so renewal is failing or off",
-			fmt.Sprintf("look for the agent's credential renewal errors in region %s; or issue a new token (scripts/region-kubeconfig.sh %s --context <management>) into the Secret regionsync-management-kubeconfig in the region (docs/operations.md, The region's management credential)", name, name))
+			fmt.Sprintf("look for the agent's credential renewal errors in region %s; or issue a new token (scripts/region-kubeconfig.sh %s --context <management>) into the Secret regionsync-management-kubeconfig in the region (docs/operations/credentials.md)", name, name))
 	}
 }
 

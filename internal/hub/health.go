@@ -14,7 +14,7 @@ import (
 )
 
 // HealthRule is a Distribution's spec.health, compiled: CEL programs over the variable object
-// (docs/design.md#hub-and-distribution).
+// (docs/design/hub.md#hub-and-distribution).
 type HealthRule struct {
 	current, failed cel.Program
 	// invalid is why the rule does not compile: it judges every copy Unknown.

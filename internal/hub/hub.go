@@ -1,4 +1,4 @@
-// Package hub is regionsync's management-side controller manager (docs/design.md#hub-and-distribution):
+// Package hub is regionsync's management-side controller manager (docs/design/hub.md#hub-and-distribution):
 // it places each Distribution, one object in many regions, by writing the per-region objects the
 // regions' agents sync, reports one status per Distribution, and judges every region's heartbeat.
 // cmd/hub only wires it; the rules it shares with the agents (mapping, keys, shard) are

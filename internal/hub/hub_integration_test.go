@@ -186,7 +186,7 @@ func runHub(t *testing.T, mgmt *testenv.Cluster, o hub.Options) (stop func()) {
 	}
 }
 
-// tenantWriter is what an operator sets up in a tenant namespace for the hub (docs/operations.md):
+// tenantWriter is what an operator sets up in a tenant namespace for the hub (docs/operations/hub.md):
 // a ServiceAccount sa with the rules given (a Role), and the hub's right to impersonate the
 // namespace's ServiceAccounts (a RoleBinding of regionsync-hub-impersonate).
 func tenantWriter(t *testing.T, c client.Client, namespace, sa string, rules ...rbacv1.PolicyRule) {

@@ -75,7 +75,7 @@ func Place(d *regionsyncv1alpha1.Distribution, t *Template, selected []string, r
 		case r == nil:
 			unplaceable(regionsyncv1alpha1.ReasonRegionNotFound, "spec.placement.regions names Region %s, which does not exist", name)
 		case r.Spec.Shard == nil:
-			unplaceable(regionsyncv1alpha1.ReasonNoShard, "Region %s has no spec.shard: the operator registers it (docs/design.md#hub-and-distribution) before the hub places objects there", name)
+			unplaceable(regionsyncv1alpha1.ReasonNoShard, "Region %s has no spec.shard: the operator registers it (docs/design/hub.md#hub-and-distribution) before the hub places objects there", name)
 		case cmp.Or(r.Spec.Shard.AnnotationDomain, config.DefaultAnnotationDomain) != keys.Domain:
 			unplaceable(regionsyncv1alpha1.ReasonOtherAnnotationDomain, "Region %s uses the annotation domain %s, the hub %s", name, r.Spec.Shard.AnnotationDomain, keys.Domain)
 		case !slices.Contains(r.Spec.Shard.Kinds, kind):

@@ -210,7 +210,7 @@ type failure struct {
 	region, reason, message string
 }
 
-// DecideRollout decides which revision each region gets (see docs/design.md#rollouts):
+// DecideRollout decides which revision each region gets (see docs/design/rollouts.md#rollouts):
 //   - Type All, or nothing to roll out (the update revision is the stable one): every region
 //     gets the update revision.
 //   - A halted rollout (status.rollout.halt of the update revision, not retried since) stays

@@ -23,7 +23,7 @@ type Observation struct {
 	Generation int64
 	// Current: the region's agent copied this generation down (D/sync-remote-generation) and
 	// the uploaded status, where the kind reports status.observedGeneration, is of the copy's
-	// generation after that write (D/sync-local-generation): docs/design.md#generation-annotations.
+	// generation after that write (D/sync-local-generation): docs/design/sync-rules.md#generation-annotations.
 	// For a kind without metadata.generation (ConfigMap): the hash of the content the agent
 	// copied (D/sync-applied-hash) is the hash of the object's content now.
 	Current bool

@@ -6,7 +6,7 @@ import (
 )
 
 // Keys are the annotation, label and finalizer names the agent reads and writes, all under one
-// annotation domain D (docs/design.md#annotation-keys). With D = cloud.teleport.dev the keys and the finalizer are
+// annotation domain D (docs/design/README.md#annotation-keys). With D = cloud.teleport.dev the keys and the finalizer are
 // exactly gravitational/sync-controller's.
 type Keys struct {
 	// Domain is the annotation domain D itself ("regionsync.dev").
@@ -58,7 +58,7 @@ type Keys struct {
 	// FanOutSourceKey (annotation on fan-out copies) is the remote object's "namespace/name".
 	FanOutSourceKey string
 
-	// The hub's keys (docs/design.md#hub-and-distribution).
+	// The hub's keys (docs/design/hub.md#hub-and-distribution).
 
 	// Distribution (label on per-region objects on management) names the Distribution in the
 	// object's namespace that placed it: the one mark of "this Distribution's object".
@@ -113,7 +113,7 @@ func (k Keys) IsPaused(annotations map[string]string) bool {
 	return strings.EqualFold(annotations[k.Paused], "true")
 }
 
-// GenerationsCurrent reports what a management controller checks (docs/design.md#generation-annotations): the remote object's
+// GenerationsCurrent reports what a management controller checks (docs/design/sync-rules.md#generation-annotations): the remote object's
 // generation annotations say that its current generation was copied down and that the local copy
 // has the given generation, so a status reporting localGeneration as observed is current.
 func (k Keys) GenerationsCurrent(remoteAnnotations map[string]string, remoteGeneration, localGeneration int64) bool {

@@ -1,5 +1,5 @@
 // Package shard decides which management objects belong to a region and where their local copies
-// live (docs/design.md#shard-and-name-mapping), and names the marks (annotations, labels, finalizer) that say an object is the
+// live (docs/design/sync-rules.md#shard-and-name-mapping), and names the marks (annotations, labels, finalizer) that say an object is the
 // agent's. It is pure logic: no client, no cache.
 package shard
 

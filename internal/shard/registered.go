@@ -20,7 +20,7 @@ import (
 // and otherwise an error naming every field that differs.
 //
 // The agent calls it before every claim (pkg/regionsync/leader.go), reading its Region first
-// (docs/design.md#hub-and-distribution).
+// (docs/design/hub.md#hub-and-distribution).
 func CheckRegistered(domain string, s config.ShardConfig, kinds []schema.GroupVersionKind, registered *regionsyncv1alpha1.RegionShard) error {
 	if registered == nil {
 		return nil

@@ -31,7 +31,7 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// Namespace fan-out (docs/design.md#namespace-fan-out): a management object annotated
+// Namespace fan-out (docs/design/fan-out.md#namespace-fan-out): a management object annotated
 // D/fan-out-namespaces has no ordinary mapped copy; the agent keeps one copy of it in every
 // local namespace the annotation's selector matches, inside the shard's namespace scope, and
 // removes the copy from a namespace that stops matching. Copies carry the region's mark, the

@@ -15,7 +15,7 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// Secrets fan out and only fan out (docs/design.md#secrets-fan-out-only): the configuration
+// Secrets fan out and only fan out (docs/design/fan-out.md#secrets-fan-out-only): the configuration
 // accepts the Secret kind only with fanOut.enabled and allowPrivileged. A management Secret is
 // never copied as an ordinary copy (one that does not ask for fan-out is refused with an event,
 // and nothing is written or deleted for it), a Secret the agent uploads from the region is never

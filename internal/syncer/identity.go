@@ -19,7 +19,7 @@ import (
 	"github.com/regionsync/regionsync/internal/telemetry"
 )
 
-// Management identity pinning (docs/design.md#management-identity-pinning). When it first claims
+// Management identity pinning (docs/design/safety.md#management-identity-pinning). When it first claims
 // the shard, the agent records the management cluster's identity (the UID of its kube-system
 // namespace) in a ConfigMap of the region. On every check afterwards — before the first claim,
 // every IdentityCheckInterval while syncing, before the first write after every new connection

@@ -1,4 +1,4 @@
-// Package syncer is regionsync's sync engine (docs/design.md#sync-rules): one controller per configured kind keeps
+// Package syncer is regionsync's sync engine (docs/design/sync-rules.md#sync-rules): one controller per configured kind keeps
 // a region's local copies in sync with its shard of the management cluster.
 //
 // A reconcile is keyed by the remote object and reads both sides, then acts in a fixed order:
@@ -658,7 +658,7 @@ func (r *Reconciler) followRemoteDeletion(ctx context.Context, s *scope) (done b
 // claimPhase adds the finalizer before anything else is written for the object. The pass goes
 // on with management's answer to the patch (the object as it is now, finalizer included): the
 // copy is created and its generations recorded in the same pass, without waiting for the event
-// the claim causes (docs/design.md#writes-per-new-copy).
+// the claim causes (docs/design/sync-rules.md#writes-per-new-copy).
 func (r *Reconciler) claimPhase(ctx context.Context, s *scope) (bool, error) {
 	if controllerutil.ContainsFinalizer(s.remote, r.Keys.Finalizer) {
 		return false, nil

@@ -19,7 +19,7 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// BenchmarkInitialSync measures the initial-sync target (docs/design.md#performance-targets): regionsync's throughput against a
+// BenchmarkInitialSync measures the initial-sync target (docs/performance.md#figures-and-targets): regionsync's throughput against a
 // plain client performing the same minimal writes per object (claim on management, create in the
 // region, generation annotations on management) at the same concurrency, against the same API
 // servers, in the same run. It reports objects/s of both and their ratio (target ≥ 0.9).

@@ -13,12 +13,12 @@ const (
 	// takes a crashed leader's Lease between leaseDuration − 0.4 s and leaseDuration + 1.8 s after
 	// the crash (it counts the lease from when it saw the last renewal). At 1 s the crash takeover
 	// spread to leaseDuration + 4.4 s, past the target of leaseDuration + 2 s
-	// (docs/performance.md).
+	// (docs/decisions/2026-11-25-crash-takeover-retry-period.md).
 	DefaultRetryPeriod = 400 * time.Millisecond
 	// DefaultClaimLeaseDuration, DefaultClaimRenewDeadline and DefaultClaimRetryPeriod time the
 	// shard claim on management (management.claim). Its renewal, every 25 s, is an idle region's
 	// only periodic management write and its heartbeat: 0.04 writes/s per idle region (the
-	// fleet target is <= 0.05, docs/performance.md). A leader that cannot renew gives up at the
+	// fleet target is <= 0.05, docs/decisions/2026-11-26-idle-management-cost.md). A leader that cannot renew gives up at the
 	// latest 25 + 35 = 60 s after its last renewal, 15 s before another fleet may take the
 	// Lease (75 s after the renewal it saw); the hub judges a region silent after the lease
 	// duration plus its grace. A failover within a fleet does not wait for them: the new local
@@ -28,7 +28,7 @@ const (
 	DefaultClaimRetryPeriod   = 25 * time.Second
 	// DefaultStartJitter is management.startJitter's default: an agent's first request to
 	// management waits a random 0–5 s, so that a fleet restarted at once spreads its
-	// connections, identity checks and claims over 5 s (docs/performance.md, "Restart storm").
+	// connections, identity checks and claims over 5 s (docs/decisions/2026-11-26-restart-storm.md).
 	DefaultStartJitter  = 5 * time.Second
 	DefaultResyncPeriod = 10 * time.Minute
 	// DefaultHeartbeatInterval is telemetry.heartbeatInterval's default: 0, the Region status
@@ -43,7 +43,7 @@ const (
 	// negative, no client-side limit (as controller-runtime does for the local cluster). API
 	// Priority and Fairness on management (deploy/kustomize/management/flowcontrol.yaml) queues a
 	// fleet's requests fairly, per region, so that no client-side limiter bounds one region's
-	// initial sync (a 50 requests/s limit capped it at 25 objects/s: docs/performance.md).
+	// initial sync (a 50 requests/s limit capped it at 25 objects/s: docs/decisions/2026-11-25-initial-sync-write-path.md).
 	DefaultManagementQPS = -1
 	// DefaultManagementBurstPerQPS sets management.burst, where it is 0 and management.qps is set,
 	// to this multiple of management.qps.

@@ -97,7 +97,7 @@ type ManagementConfig struct {
 	// ClusterID confirms the management cluster's identity (the UID of its kube-system
 	// namespace). Empty: the identity the agent recorded at its first claim is the expected one.
 	// Set it to accept a new management cluster after the agent refused one whose identity
-	// differs from its record (docs/design.md#management-identity-pinning).
+	// differs from its record (docs/design/safety.md#management-identity-pinning).
 	ClusterID string `json:"clusterID,omitempty"`
 	// Claim times the shard claim, the Lease "region-<region>" on management that the local
 	// leader renews (defaults 75s, 35s, 25s: one management write per 25 s per idle region, its
@@ -118,7 +118,7 @@ type ManagementConfig struct {
 }
 
 // CredentialRenewalConfig configures the renewal of the management credential
-// (docs/operations.md#the-regions-management-credential). With it on, the kubeconfig's token
+// (docs/operations/credentials.md). With it on, the kubeconfig's token
 // must be a ServiceAccount token (scripts/region-kubeconfig.sh makes one); the agent asks
 // management for a new token of that ServiceAccount (the TokenRequest API: its identity needs
 // create on its own serviceaccounts/token), uses it at once and writes it into the Secret (its
@@ -149,7 +149,7 @@ type LeaseTimings struct {
 	RetryPeriod   metav1.Duration `json:"retryPeriod,omitempty"`
 }
 
-// ShardConfig is the shard definition (docs/design.md#shard-and-name-mapping). Empty fields are no constraint.
+// ShardConfig is the shard definition (docs/design/sync-rules.md#shard-and-name-mapping). Empty fields are no constraint.
 type ShardConfig struct {
 	// NamespacePrefix must start every remote and local namespace of the shard.
 	NamespacePrefix string `json:"namespacePrefix,omitempty"`
@@ -221,7 +221,7 @@ type LeaderElectionConfig struct {
 
 // DeletionBudgetConfig bounds the local deletions the remote side causes, per kind: copies whose
 // remote object vanished without passing through the finalizer (orphans) and copies of remote
-// objects terminating en masse (docs/design.md#deletion-budget).
+// objects terminating en masse (docs/design/safety.md#deletion-budget).
 type DeletionBudgetConfig struct {
 	// MaxFraction of a kind's managed local objects that may be orphaned at once before
 	// deletions are held (0 < f <= 1, default 0.5).

@@ -130,7 +130,7 @@ func (r DecommissionReport) Write(w io.Writer, region, leaseNamespace string) {
 }
 
 // Decommission releases this region's claim on management, for a region that is being removed
-// (docs/operations.md#decommissioning-a-region): for every configured kind, each object of the
+// (docs/operations/regions.md#decommissioning-a-region): for every configured kind, each object of the
 // shard that carries the finalizer "<D>/sync-local", and each object that left the shard but
 // still has a copy of this region (found through the copy's remote UID), gets its finalizer
 // removed (an optimistic-lock merge patch that keeps every other finalizer), so that deleting it
@@ -464,7 +464,7 @@ func (dc *decommissioner) deleteCopies(ctx context.Context, ts []*target) []erro
 	return errs
 }
 
-// deleteCopy mirrors the agent's own deletion (docs/design.md#deletion): the namespace the agent
+// deleteCopy mirrors the agent's own deletion (docs/design/sync-rules.md#deletion): the namespace the agent
 // created for this object when nothing else it manages lives there, otherwise the copy; both with
 // a UID precondition; nothing in a protected namespace.
 func (dc *decommissioner) deleteCopy(ctx context.Context, t *target) error {

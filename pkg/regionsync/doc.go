@@ -66,5 +66,5 @@
 // binary runs it as "agent decommission".
 //
 // The sync rules, the shard mapping, the safety model and the health model are described in
-// docs/design.md; the configuration file in docs/configuration.md.
+// docs/design/; the configuration file in docs/configuration.md.
 package regionsync

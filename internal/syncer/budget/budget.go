@@ -1,6 +1,6 @@
 // Package budget bounds, per kind, the local deletions the remote side causes: a kind's copies
 // may lose their remote objects only so fast before the rest are held, until the remote objects
-// come back or an operator releases them (docs/design.md#deletion-budget).
+// come back or an operator releases them (docs/design/safety.md#deletion-budget).
 package budget
 
 import (
@@ -15,7 +15,7 @@ import (
 )
 
 // Budget bounds, per kind, the local deletions the remote side causes
-// (docs/design.md#deletion-budget): copies whose remote object vanished without passing through
+// (docs/design/safety.md#deletion-budget): copies whose remote object vanished without passing through
 // the finalizer (orphans: a restored etcd, a wrong kubeconfig, a stripped finalizer) and copies
 // of remote objects terminating en masse (a deleted CRD, delete --all).
 type Budget struct {

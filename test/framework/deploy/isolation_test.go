@@ -289,7 +289,7 @@ func shippedManagement(t *testing.T, edit func(objs []*unstructured.Unstructured
 }
 
 // syncConfigMaps makes ConfigMaps a synced kind as the platform team adds one
-// (docs/operations.md): in the role every region gets, and under the admission policy.
+// (docs/operations/install.md#rbac-for-namespace-fan-out): in the role every region gets, and under the admission policy.
 func syncConfigMaps(objs []*unstructured.Unstructured) {
 	policy := Find(objs, "ValidatingAdmissionPolicy", IsolationPolicy)
 	rules, _, _ := unstructured.NestedSlice(policy.Object, "spec", "matchConstraints", "resourceRules")
@@ -308,7 +308,7 @@ func syncConfigMaps(objs []*unstructured.Unstructured) {
 }
 
 // fanOutSecrets gives every region what namespace fan-out of Secrets needs on management
-// (docs/operations.md#rbac-for-namespace-fan-out): read Secrets and patch them, never update.
+// (docs/operations/install.md#rbac-for-namespace-fan-out): read Secrets and patch them, never update.
 func fanOutSecrets(objs []*unstructured.Unstructured) {
 	role := Find(objs, "ClusterRole", "regionsync-region")
 	roleRules, _, _ := unstructured.NestedSlice(role.Object, "rules")
