@@ -1,5 +1,5 @@
 // Package bench is regionsync's benchmark suite (make bench, docs/performance.md): real API servers
-// (etcd + kube-apiserver from internal/testenv), the agent binary as processes with the shipped
+// (etcd + kube-apiserver from test/framework/testenv), the agent binary as processes with the shipped
 // overlays' configuration, and every figure set against a baseline measured in the same run,
 // printed as one table.
 //
