@@ -19,6 +19,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -261,7 +262,7 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.r.note("placement of the initial sync's timed runs (the plain client's and the agent's): %s", b.place)
-	b.concurrency = config.DefaultConcurrency
+	b.concurrency = fleetspec.DefaultConcurrency
 	if c := e.mainConfig.Resources[0].Concurrency; c > 0 {
 		b.concurrency = c
 	}

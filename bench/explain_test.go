@@ -28,9 +28,9 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -193,14 +193,14 @@ func (b *suite) explain() {
 // explainRegion creates a Region with a Ready status and its shard Lease held and renewed now, as
 // a live agent would have written them.
 func (b *suite) explainRegion(ctx context.Context, name string) error {
-	def, err := json.Marshal(shard.Definition{Region: name, RemoteResourceSuffix: "-" + name, LabelSelector: config.RegionLabel + "=" + name,
+	def, err := json.Marshal(shard.Definition{Region: name, RemoteResourceSuffix: "-" + name, LabelSelector: regionsyncv1alpha1.RegionLabel + "=" + name,
 		Kinds: []string{"Tenant.demo.regionsync.dev"}})
 	if err != nil {
 		return err
 	}
 	now := metav1.NowMicro()
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: config.DefaultManagementNamespace, Name: claim.LeaseName(name),
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetspec.DefaultManagementNamespace, Name: claim.LeaseName(name),
 			Labels: map[string]string{claim.LeaseLabel: "true", explainLabel: "true"},
 			Annotations: map[string]string{claim.DefinitionAnnotation: string(def), claim.StateAnnotation: claim.StateSyncing,
 				claim.HolderAnnotation: name + "-agent-0", claim.RegisteredAnnotation: now.UTC().Format(time.RFC3339Nano)}},
@@ -236,7 +236,7 @@ func (b *suite) explainObjects(ctx context.Context, regions []string, n int) ([]
 		region := regions[i%len(regions)]
 		keys[i] = client.ObjectKey{Namespace: fmt.Sprintf("tenant-explain-%03d", i/perNS), Name: fmt.Sprintf("t%05d-%s", i, region)}
 		return b.mgmtAdmin.Create(ctx, &demov1alpha1.Tenant{
-			ObjectMeta: metav1.ObjectMeta{Namespace: keys[i].Namespace, Name: keys[i].Name, Labels: map[string]string{config.RegionLabel: region, explainLabel: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: keys[i].Namespace, Name: keys[i].Name, Labels: map[string]string{regionsyncv1alpha1.RegionLabel: region, explainLabel: "true"}},
 			Spec:       demov1alpha1.TenantSpec{DisplayName: "Tenant " + keys[i].Name, Plan: "team", Replicas: 1},
 		})
 	})
@@ -261,7 +261,7 @@ func (b *suite) explainCleanup() {
 	if err := c.DeleteAllOf(ctx, &regionsyncv1alpha1.Region{}, sel); err != nil {
 		b.r.note("explain: cleaning up the Regions: %v", err)
 	}
-	if err := c.DeleteAllOf(ctx, &coordinationv1.Lease{}, client.InNamespace(config.DefaultManagementNamespace), sel); err != nil {
+	if err := c.DeleteAllOf(ctx, &coordinationv1.Lease{}, client.InNamespace(fleetspec.DefaultManagementNamespace), sel); err != nil {
 		b.r.note("explain: cleaning up the Leases: %v", err)
 	}
 }

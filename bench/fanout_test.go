@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -169,9 +170,9 @@ func (b *suite) fanOut() {
 		return
 	}
 	cfg.Region = fanOutRegion
-	cfg.Shard = config.ShardConfig{RemoteResourceSuffix: "-" + fanOutRegion, NamespacePrefix: "fan-"}
-	cfg.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", Concurrency: b.concurrency,
-		FanOut: &config.FanOutConfig{Enabled: true, WideSourceNamespaces: []string{src}}}}
+	cfg.Shard = fleetspec.Shard{RemoteResourceSuffix: "-" + fanOutRegion, NamespacePrefix: "fan-"}
+	cfg.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap", Concurrency: b.concurrency,
+		FanOut: &fleetspec.FanOut{Enabled: true, WideSourceNamespaces: []string{src}}}}
 	cfgPath, err := b.e.writeFanOutConfig(cfg)
 	if err != nil {
 		b.errorf("fan-out: %v", err)

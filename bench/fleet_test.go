@@ -35,6 +35,7 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
@@ -146,7 +147,7 @@ func forEach(n, workers int, fn func(int) error) error {
 // its own keeps client-go from sharing one transport among the simulated regions).
 func (b *suite) regionManagementConfig(region string) *rest.Config {
 	c := b.e.regionConfig(region)
-	c.QPS = config.DefaultManagementQPS
+	c.QPS = fleetspec.DefaultManagementQPS
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	c.Dial = d.DialContext
 	return c

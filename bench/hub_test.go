@@ -326,7 +326,7 @@ func (b *suite) hubChanges(ctx context.Context, rec *hubRecorder, names []string
 		return forEach(n, workers, func(i int) error {
 			t := &demov1alpha1.Tenant{
 				TypeMeta:   metav1.TypeMeta{APIVersion: demov1alpha1.GroupVersion.String(), Kind: "Tenant"},
-				ObjectMeta: metav1.ObjectMeta{Namespace: hubNamespace, Name: plainNames[i], Labels: map[string]string{config.RegionLabel: names[i]}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: hubNamespace, Name: plainNames[i], Labels: map[string]string{regionsyncv1alpha1.RegionLabel: names[i]}},
 				Spec:       demov1alpha1.TenantSpec{DisplayName: display, Plan: planFirst},
 			}
 			return plain.Patch(ctx, t, client.Apply, client.FieldOwner("bench-plain"), client.ForceOwnership) //nolint:staticcheck // the plain client's server-side apply

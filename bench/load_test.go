@@ -22,8 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // pair is a management object and the name of its copy in the region.
@@ -96,7 +97,7 @@ type milestone struct {
 }
 
 func newTracker() *tracker {
-	return &tracker{keys: shard.NewKeys(config.DefaultAnnotationDomain), pending: map[string]map[string]*probe{},
+	return &tracker{keys: shard.NewKeys(fleetspec.DefaultAnnotationDomain), pending: map[string]map[string]*probe{},
 		relayed: map[string]string{}, relayCh: make(chan relayItem, 100000)}
 }
 
@@ -167,7 +168,7 @@ func (t *tracker) handle(s side, o *demov1alpha1.Tenant, at time.Time) {
 		}
 	}
 	switch {
-	case s == sideMgmt && t.countRegion != "" && o.Labels[config.RegionLabel] == t.countRegion &&
+	case s == sideMgmt && t.countRegion != "" && o.Labels[regionsyncv1alpha1.RegionLabel] == t.countRegion &&
 		o.Annotations[t.keys.LocalGeneration] != "" && !t.annotated[k]:
 		t.annotated[k] = true
 		t.count++
@@ -300,7 +301,7 @@ func seed(ctx context.Context, c client.Client, region, nsPrefix string, n, perN
 		local := fmt.Sprintf("t%05d", i)
 		pairs[i] = pair{remote: types.NamespacedName{Namespace: ns, Name: local + "-" + region}, local: types.NamespacedName{Namespace: ns, Name: local}}
 		return c.Create(ctx, &demov1alpha1.Tenant{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pairs[i].remote.Name, Labels: map[string]string{config.RegionLabel: region, setLabel: nsPrefix}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pairs[i].remote.Name, Labels: map[string]string{regionsyncv1alpha1.RegionLabel: region, setLabel: nsPrefix}},
 			Spec:       demov1alpha1.TenantSpec{DisplayName: "Tenant " + local, Plan: "team", Replicas: 1},
 		})
 	})
@@ -320,7 +321,7 @@ const plainManager = "plain-sync"
 func plainSync(ctx context.Context, mgmt, local client.Client, keys shard.Keys, region, set string, pairs []pair, concurrency int) (time.Duration, error) {
 	start := time.Now()
 	list := &demov1alpha1.TenantList{}
-	if err := mgmt.List(ctx, list, client.MatchingLabels{config.RegionLabel: region, setLabel: set}); err != nil {
+	if err := mgmt.List(ctx, list, client.MatchingLabels{regionsyncv1alpha1.RegionLabel: region, setLabel: set}); err != nil {
 		return 0, err
 	}
 	byKey := map[types.NamespacedName]*demov1alpha1.Tenant{}
@@ -352,8 +353,8 @@ func plainSync(ctx context.Context, mgmt, local client.Client, keys shard.Keys, 
 		}
 		cp := &demov1alpha1.Tenant{
 			ObjectMeta: metav1.ObjectMeta{Namespace: p.local.Namespace, Name: p.local.Name,
-				Labels:      map[string]string{config.RegionLabel: region, setLabel: set, keys.Region: region},
-				Annotations: map[string]string{keys.RemoteUID: string(remote.UID), keys.CopiedKeys: "label:" + config.RegionLabel + ",label:" + setLabel}},
+				Labels:      map[string]string{regionsyncv1alpha1.RegionLabel: region, setLabel: set, keys.Region: region},
+				Annotations: map[string]string{keys.RemoteUID: string(remote.UID), keys.CopiedKeys: "label:" + regionsyncv1alpha1.RegionLabel + ",label:" + setLabel}},
 			Spec: remote.Spec,
 		}
 		if err := local.Create(ctx, cp, client.FieldOwner(plainManager)); err != nil {

@@ -13,6 +13,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// compareWithin is the comparison of a target with a lower and an upper bound.
+const compareWithin = "within"
+
 // The benchmark's figures and their targets are data: targets.yaml lists every figure of the
 // table, what it measures, what it is measured against and, where it has one, its target. The
 // suite (build tag "bench") takes every verdict from it, and docs/performance.md's table of
@@ -102,7 +105,7 @@ func parseTargets(data []byte) ([]Target, error) {
 			if t.Bound == nil || t.Upper != nil {
 				return nil, fmt.Errorf("%s: compare %s needs bound and no upper", where, t.Compare)
 			}
-		case "within":
+		case compareWithin:
 			if t.Bound == nil || t.Upper == nil || *t.Upper < *t.Bound {
 				return nil, fmt.Errorf("%s: within needs bound ≤ upper", where)
 			}
@@ -152,7 +155,7 @@ func (t Target) Met(x float64) bool {
 		return x >= b
 	case "==":
 		return x == b
-	case "within":
+	case compareWithin:
 		return x >= b && x <= *t.Upper
 	}
 	return false
@@ -175,7 +178,7 @@ func (t Target) MetAgainst(x, base float64) bool {
 		return x >= lo
 	case "==":
 		return x == lo
-	case "within":
+	case compareWithin:
 		return x >= lo && x <= hi
 	}
 	return false
@@ -195,7 +198,7 @@ func (t Target) MetDuration(d time.Duration) bool {
 		return d >= limit
 	case "==":
 		return d == limit
-	case "within":
+	case compareWithin:
 		return d >= limit && d <= time.Duration(*t.Upper*float64(u))
 	}
 	return false
@@ -228,7 +231,7 @@ func (t Target) Text() string {
 		s = "≥ " + num(*t.Bound) + unit
 	case "==":
 		s = "= " + num(*t.Bound) + unit
-	case "within":
+	case compareWithin:
 		s = num(*t.Bound) + "–" + num(*t.Upper) + unit
 	}
 	if t.Over != "" {

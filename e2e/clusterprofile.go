@@ -18,7 +18,6 @@ import (
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/clusterinventory"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -106,8 +105,8 @@ func waitProfile(t *testing.T, c client.Client, region string, status metav1.Con
 			return fmt.Errorf("no ClusterProfile of regionsync named %s", region)
 		}
 		p := profiles[i]
-		if p.Spec.ClusterManager.Name != clusterinventory.ClusterManagerName || p.Labels[config.RegionLabel] != region || p.Spec.DisplayName != region {
-			return fmt.Errorf("cluster manager %q, region label %q, display name %q", p.Spec.ClusterManager.Name, p.Labels[config.RegionLabel], p.Spec.DisplayName)
+		if p.Spec.ClusterManager.Name != clusterinventory.ClusterManagerName || p.Labels[regionsyncv1alpha1.RegionLabel] != region || p.Spec.DisplayName != region {
+			return fmt.Errorf("cluster manager %q, region label %q, display name %q", p.Spec.ClusterManager.Name, p.Labels[regionsyncv1alpha1.RegionLabel], p.Spec.DisplayName)
 		}
 		if r.Status.KubernetesVersion == "" || p.Status.Version.Kubernetes != r.Status.KubernetesVersion {
 			return fmt.Errorf("version.kubernetes %q, the Region's %q", p.Status.Version.Kubernetes, r.Status.KubernetesVersion)

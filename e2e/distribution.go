@@ -30,7 +30,6 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -546,7 +545,7 @@ func (s *distScenario) waitPlaced(t *testing.T, want map[string]int32, displayNa
 			if err := s.f.Management().Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-" + r}, obj); err != nil {
 				return err
 			}
-			if obj.Labels[config.RegionLabel] != r || obj.Labels[s.keys.Distribution] != name {
+			if obj.Labels[regionsyncv1alpha1.RegionLabel] != r || obj.Labels[s.keys.Distribution] != name {
 				return fmt.Errorf("%s's per-region object labelled %v", r, obj.Labels)
 			}
 			e := statusEntry(d, r)

@@ -28,7 +28,6 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/deploy"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 )
@@ -124,18 +123,18 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	// patch it.
 	waitEvent(t, admin, tenantNamespace, bTenant.Name, syncer.ReasonNamespaceCreated)
 	bEvents := &corev1.EventList{}
-	if err := admin.List(ctx, bEvents, client.InNamespace(tenantNamespace), client.MatchingLabels{config.RegionLabel: b}); err != nil {
+	if err := admin.List(ctx, bEvents, client.InNamespace(tenantNamespace), client.MatchingLabels{regionsyncv1alpha1.RegionLabel: b}); err != nil {
 		t.Fatal(err)
 	}
 	i := slices.IndexFunc(bEvents.Items, func(ev corev1.Event) bool {
 		return ev.InvolvedObject.Name == bTenant.Name && ev.Reason == syncer.ReasonNamespaceCreated
 	})
 	if i < 0 {
-		t.Fatalf("%s's %s Event about %s is not labelled %s=%s", b, syncer.ReasonNamespaceCreated, bTenant.Name, config.RegionLabel, b)
+		t.Fatalf("%s's %s Event about %s is not labelled %s=%s", b, syncer.ReasonNamespaceCreated, bTenant.Name, regionsyncv1alpha1.RegionLabel, b)
 	}
 	bEvent := bEvents.Items[i]
 	forgedEvent := bEvent.DeepCopy()
-	forgedEvent.ObjectMeta = metav1.ObjectMeta{Namespace: tenantNamespace, GenerateName: "forged-", Labels: map[string]string{config.RegionLabel: b}}
+	forgedEvent.ObjectMeta = metav1.ObjectMeta{Namespace: tenantNamespace, GenerateName: "forged-", Labels: map[string]string{regionsyncv1alpha1.RegionLabel: b}}
 
 	refused := []struct {
 		what string
@@ -195,7 +194,7 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 			return mgmtA.Update(ctx, tn)
 		}},
 		{"relabel its own object for B", byPolicy, func() error {
-			return mgmtA.Patch(ctx, tenant(a), merge(`{"metadata":{"labels":{"`+config.RegionLabel+`":"`+b+`"}}}`))
+			return mgmtA.Patch(ctx, tenant(a), merge(`{"metadata":{"labels":{"`+regionsyncv1alpha1.RegionLabel+`":"`+b+`"}}}`))
 		}},
 		{"add another finalizer to its own object", byPolicy, func() error {
 			tn := tenant(a)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -284,7 +285,7 @@ func (f *LocalFleet) deployOn(ctx context.Context, region string, c *testenv.Clu
 func (f *LocalFleet) startOperator(c *testenv.Cluster, region string) error {
 	// The regional controller continues the trace the agent writes on the copies.
 	one := 1.0
-	tp, shutdown, err := tracer.NewTracerProvider(f.ctx, config.TracingConfig{Endpoint: f.Traces.Endpoint(), SamplingRatio: &one},
+	tp, shutdown, err := tracer.NewTracerProvider(f.ctx, fleetspec.Tracing{Endpoint: f.Traces.Endpoint(), SamplingRatio: &one},
 		tracer.Identity{ServiceName: "tenant-operator", Region: region, ClusterName: region})
 	if err != nil {
 		return err

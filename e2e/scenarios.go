@@ -24,7 +24,6 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 )
 
@@ -190,7 +189,7 @@ const tenantNamespace = "tenant-acme"
 // regionLabels are the labels management-side tooling puts on every object meant for a region
 // (the overlays' labelSelector and the admission policy select on them).
 func regionLabels(region string) map[string]string {
-	return map[string]string{config.RegionLabel: region}
+	return map[string]string{regionsyncv1alpha1.RegionLabel: region}
 }
 
 // createTenant creates namespace ns on management with the region's Tenant "acme-<region>"

@@ -13,6 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// RegionLabel is the label convention of the shipped overlays: management-side tooling labels
+// every object meant for a region with RegionLabel=<region>, each region's agent selects on it
+// (shard.labelSelector, so nothing else is cached), and management's admission policy lets a
+// region's identity write only objects labelled for its own region.
+const RegionLabel = "regionsync.dev/region"
+
 // GroupVersion is the regionsync.dev API group and version.
 var GroupVersion = schema.GroupVersion{Group: "regionsync.dev", Version: "v1alpha1"}
 

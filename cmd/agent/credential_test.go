@@ -221,7 +221,7 @@ func (e *credentialEnv) tenant(name string) {
 	e.t.Helper()
 	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}})
 	e.create(e.management.Client, testenv.Tenant("tenant-a", name+"-"+e.region, name, func(t *demov1alpha1.Tenant) {
-		t.Labels = map[string]string{config.RegionLabel: e.region}
+		t.Labels = map[string]string{regionsyncv1alpha1.RegionLabel: e.region}
 	}))
 }
 

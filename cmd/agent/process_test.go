@@ -28,6 +28,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -182,9 +183,9 @@ type fleetEnv struct {
 func newFleet(t *testing.T, regions ...string) *fleetEnv {
 	f := testenv.StartT(t, append([]string{"management"}, regions...)...)
 	e := &fleetEnv{t: t, fleet: f, management: f.Cluster("management"), ctx: context.Background()}
-	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}})
+	e.create(e.management.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultManagementNamespace}})
 	for _, r := range regions {
-		e.create(f.Cluster(r).Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultLeaderNamespace}})
+		e.create(f.Cluster(r).Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultLeaderNamespace}})
 	}
 	return e
 }
@@ -199,12 +200,12 @@ func (e *fleetEnv) create(c client.Client, o client.Object) {
 // agentConfig is a region's configuration with short leader-election and claim durations.
 func agentConfig(region, suffix, managementKubeconfig string) *config.AgentConfig {
 	cfg := testenv.TenantAgentConfig(region, suffix, managementKubeconfig)
-	short := config.LeaseTimings{
+	short := fleetspec.LeaseTimings{
 		LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
 		RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
 		RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
 	}
-	cfg.LeaderElection = config.LeaderElectionConfig{LeaseDuration: short.LeaseDuration, RenewDeadline: short.RenewDeadline, RetryPeriod: short.RetryPeriod}
+	cfg.LeaderElection = fleetspec.LeaderElection{LeaseDuration: short.LeaseDuration, RenewDeadline: short.RenewDeadline, RetryPeriod: short.RetryPeriod}
 	cfg.Management.Claim = short
 	cfg.Telemetry = config.TelemetryConfig{HeartbeatInterval: metav1.Duration{Duration: time.Second}}
 	return cfg
@@ -263,7 +264,7 @@ func TestLeaderFailover(t *testing.T) {
 	cfg := agentConfig("us-east-1", "-us-east-1", e.management.Kubeconfig)
 	// The claim on management keeps its shipped timings (renewed every 10 s, 60 s lease): a new
 	// local leader of the fleet takes it over at once, whatever they are.
-	cfg.Management.Claim = config.LeaseTimings{}
+	cfg.Management.Claim = fleetspec.LeaseTimings{}
 	// As the shipped overlays do: a local secret per Tenant, whose cache a standby keeps warm too.
 	cfg.Resources[0].Secrets = []string{"tenant-token"}
 	e.create(e.management.Client, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "us-east-1"}})

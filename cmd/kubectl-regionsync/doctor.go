@@ -21,7 +21,6 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // The classes of doctor's findings.
@@ -365,9 +364,9 @@ func (d *doctor) objects(ctx context.Context, mc *clients, extra []string) error
 func (d *doctor) object(kind string, m *metav1.PartialObjectMetadata, shards []*shardRecord) {
 	d.report.Checked.Objects++
 	ref := fmt.Sprintf("%s %s/%s", kind, m.Namespace, m.Name)
-	labelled := m.Labels[config.RegionLabel]
+	labelled := m.Labels[regionsyncv1alpha1.RegionLabel]
 	if labelled != "" && d.f.Regions[labelled] == nil && d.f.Shards[labelled] == nil {
-		d.add(FindingUnknownRegion, ref, fmt.Sprintf("labelled %s=%s, but region %s has neither a Region nor a shard Lease: no agent syncs it there", config.RegionLabel, labelled, labelled),
+		d.add(FindingUnknownRegion, ref, fmt.Sprintf("labelled %s=%s, but region %s has neither a Region nor a shard Lease: no agent syncs it there", regionsyncv1alpha1.RegionLabel, labelled, labelled),
 			fmt.Sprintf("label it for an existing region (kubectl get regions), delete it, or add region %s (scripts/new-region.sh %s)", labelled, labelled))
 	}
 	if !slices.Contains(m.Finalizers, d.keys.Finalizer) {

@@ -23,9 +23,9 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -44,7 +44,7 @@ func (f *doctorFleet) region(name, suffix string, leaseAge time.Duration) {
 	bg := context.Background()
 	reg := &regionsyncv1alpha1.RegionShard{
 		RemoteResourceSuffix: suffix, LocalNamespaceSuffix: suffix,
-		LabelSelector: config.RegionLabel + "=" + name, Kinds: []string{tenantKind},
+		LabelSelector: regionsyncv1alpha1.RegionLabel + "=" + name, Kinds: []string{tenantKind},
 	}
 	r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: regionsyncv1alpha1.RegionSpec{Shard: reg}}
 	create(f.t, f.mc, r)
@@ -69,7 +69,7 @@ func (f *doctorFleet) region(name, suffix string, leaseAge time.Duration) {
 	}
 	renewed := metav1.NewMicroTime(time.Now().Add(-leaseAge))
 	create(f.t, f.mc, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: config.DefaultManagementNamespace, Name: claim.LeaseName(name),
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetspec.DefaultManagementNamespace, Name: claim.LeaseName(name),
 			Labels: map[string]string{claim.LeaseLabel: "true"},
 			Annotations: map[string]string{claim.DefinitionAnnotation: string(def), claim.StateAnnotation: claim.StateSyncing,
 				claim.HolderAnnotation: name + "-agent-0", claim.RegisteredAnnotation: renewed.UTC().Format(time.RFC3339Nano)}},
@@ -96,7 +96,7 @@ func (f *doctorFleet) tenant(name, region string, claimed bool) {
 	f.t.Helper()
 	tn := testenv.Tenant("acme", name, "Web", func(tn *demov1alpha1.Tenant) {
 		if region != "" {
-			tn.Labels = map[string]string{config.RegionLabel: region}
+			tn.Labels = map[string]string{regionsyncv1alpha1.RegionLabel: region}
 		}
 		if claimed {
 			tn.Finalizers = []string{keys.Finalizer}
@@ -170,7 +170,7 @@ func TestDoctor(t *testing.T) {
 	})
 	management := fleet.Cluster("management")
 	mc := management.Client
-	create(t, mc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}},
+	create(t, mc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultManagementNamespace}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "acme"}})
 	p := &plugin{t: t, kubeconfig: writeKubeconfig(t, management)}
 	f := &doctorFleet{t: t, mc: mc}
@@ -180,7 +180,7 @@ func TestDoctor(t *testing.T) {
 	f.region("use", "-use", 0)
 	f.tenant("web-use", "use", true)
 	create(t, mc, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: config.DefaultManagementNamespace, Name: hubDeployment},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetspec.DefaultManagementNamespace, Name: hubDeployment},
 		Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "hub"}},
 			Template: corev1.PodTemplateSpec{
@@ -414,7 +414,7 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("the finalizer is not released: %v %v", err, tn.Finalizers)
 		}
 		lease := &coordinationv1.Lease{}
-		if err := mc.Get(bg, client.ObjectKey{Namespace: config.DefaultManagementNamespace, Name: claim.LeaseName("old")}, lease); err == nil {
+		if err := mc.Get(bg, client.ObjectKey{Namespace: fleetspec.DefaultManagementNamespace, Name: claim.LeaseName("old")}, lease); err == nil {
 			t.Errorf("the shard Lease of old is still there:\n%s", out)
 		}
 		r, _ := doctorRun(t, p)

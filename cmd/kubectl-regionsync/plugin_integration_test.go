@@ -39,14 +39,14 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
-var keys = shard.NewKeys(config.DefaultAnnotationDomain)
+var keys = shard.NewKeys(fleetspec.DefaultAnnotationDomain)
 
 // plugin runs the plugin's commands against a kubeconfig with the contexts "management" and
 // "region", counting every request it makes.
@@ -137,7 +137,7 @@ func startAgent(t *testing.T, log *testenv.TestLog, management, regional *testen
 		Management: regionsync.Management{Config: management.Config},
 		Shard: regionsync.Shard{
 			RemoteResourceSuffix: suffix, LocalNamespaceSuffix: suffix,
-			LabelSelector: config.RegionLabel + "=" + region,
+			LabelSelector: regionsyncv1alpha1.RegionLabel + "=" + region,
 		},
 		Resources:         []regionsync.Resource{{Object: &demov1alpha1.Tenant{}}},
 		Claim:             regionsync.Claim{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
@@ -190,7 +190,7 @@ func create(t *testing.T, c client.Client, objs ...client.Object) {
 // labelled is a Tenant on management labelled for region.
 func labelled(ns, name, region string) *demov1alpha1.Tenant {
 	return testenv.Tenant(ns, name, "Web", func(tn *demov1alpha1.Tenant) {
-		tn.Labels = map[string]string{config.RegionLabel: region}
+		tn.Labels = map[string]string{regionsyncv1alpha1.RegionLabel: region}
 	})
 }
 
@@ -251,7 +251,7 @@ func TestPlugin(t *testing.T) {
 	})
 	management, regional := fleet.Cluster("management"), fleet.Cluster("region")
 	mc, rc := management.Client, regional.Client
-	create(t, mc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}})
+	create(t, mc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultManagementNamespace}})
 	for _, ns := range []string{"acme", "locked"} {
 		create(t, mc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
@@ -260,7 +260,7 @@ func TestPlugin(t *testing.T) {
 	registeredShard := func(region string) *regionsyncv1alpha1.RegionShard {
 		return &regionsyncv1alpha1.RegionShard{
 			RemoteResourceSuffix: "-" + region, LocalNamespaceSuffix: "-" + region,
-			LabelSelector: config.RegionLabel + "=" + region, Kinds: []string{"Tenant.demo.regionsync.dev"},
+			LabelSelector: regionsyncv1alpha1.RegionLabel + "=" + region, Kinds: []string{"Tenant.demo.regionsync.dev"},
 		}
 	}
 	create(t, mc, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "use"}, Spec: regionsyncv1alpha1.RegionSpec{Shard: registeredShard("use")}},
@@ -619,7 +619,7 @@ func TestPlugin(t *testing.T) {
 		if err := mc.Delete(bg, labelled("acme", "other-use", "other")); err != nil {
 			t.Fatal(err)
 		}
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: config.DefaultManagementNamespace, Name: claim.LeaseName("use2")}}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: fleetspec.DefaultManagementNamespace, Name: claim.LeaseName("use2")}}
 		if err := mc.Delete(bg, lease); err != nil {
 			t.Fatal(err)
 		}
@@ -794,13 +794,13 @@ func createRegions(t *testing.T, c *testenv.Cluster, n int) {
 }
 
 func createRegion(ctx context.Context, c client.Client, name string) error {
-	def, err := json.Marshal(shard.Definition{Region: name, RemoteResourceSuffix: "-" + name, LabelSelector: config.RegionLabel + "=" + name, Kinds: []string{"Tenant.demo.regionsync.dev"}})
+	def, err := json.Marshal(shard.Definition{Region: name, RemoteResourceSuffix: "-" + name, LabelSelector: regionsyncv1alpha1.RegionLabel + "=" + name, Kinds: []string{"Tenant.demo.regionsync.dev"}})
 	if err != nil {
 		return err
 	}
 	now := metav1.NowMicro()
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: config.DefaultManagementNamespace, Name: claim.LeaseName(name),
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetspec.DefaultManagementNamespace, Name: claim.LeaseName(name),
 			Labels: map[string]string{claim.LeaseLabel: "true"},
 			Annotations: map[string]string{claim.DefinitionAnnotation: string(def), claim.StateAnnotation: claim.StateSyncing,
 				claim.HolderAnnotation: name + "-agent-0", claim.RegisteredAnnotation: now.UTC().Format(time.RFC3339Nano)}},

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // options are the flags every command shares.
@@ -68,8 +68,8 @@ func newRootCommand(streams genericiooptions.IOStreams, wrap func(*rest.Config) 
 	cmd.SetIn(streams.In)
 	o.config.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&o.regionContext, "region-context", "", "kubeconfig context of the region, for commands that look at or write the regional copy")
-	cmd.PersistentFlags().StringVar(&o.managementNamespace, "management-namespace", config.DefaultManagementNamespace, "namespace of the shard Leases on management (the agents' management.namespace)")
-	cmd.PersistentFlags().StringVar(&o.annotationDomain, "annotation-domain", config.DefaultAnnotationDomain, "the agents' annotationDomain")
+	cmd.PersistentFlags().StringVar(&o.managementNamespace, "management-namespace", fleetspec.DefaultManagementNamespace, "namespace of the shard Leases on management (the agents' management.namespace)")
+	cmd.PersistentFlags().StringVar(&o.annotationDomain, "annotation-domain", fleetspec.DefaultAnnotationDomain, "the agents' annotationDomain")
 	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newReleaseCommand(o), newPauseCommand(o, true), newPauseCommand(o, false),
 		newRetryCommand(o), newDecommissionCommand(o), newDoctorCommand(o))
 	return cmd

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Verdicts of explain, the most fundamental first: the verdict is the first that applies.
@@ -149,7 +149,7 @@ func judgeShard(kind, ns, name string, labels map[string]string, s *shardRecord)
 		v.Misses = append(v.Misses, miss{"name", fmt.Sprintf("name %q does not end with the shard's suffix %q", name, d.RemoteResourceSuffix)})
 	}
 	localSuffix, localKnown := s.localSuffix()
-	mapper, err := shard.NewMapper(config.ShardConfig{
+	mapper, err := shard.NewMapper(fleetspec.Shard{
 		NamespacePrefix:       d.NamespacePrefix,
 		RemoteResourceSuffix:  d.RemoteResourceSuffix,
 		RemoteNamespaceSuffix: d.RemoteNamespaceSuffix,
@@ -174,7 +174,7 @@ func judgeShard(kind, ns, name string, labels map[string]string, s *shardRecord)
 	}
 	v.local, v.localKnown = local, localKnown
 	v.Local = local.String()
-	v.Protected = slices.Contains(config.SystemNamespaces, local.Namespace)
+	v.Protected = slices.Contains(fleetspec.SystemNamespaces, local.Namespace)
 	return v
 }
 
@@ -374,9 +374,9 @@ func (e *explanation) noShard(in explainInput, labels map[string]string, misses 
 		return
 	}
 	shown := map[string]bool{}
-	if want := labels[config.RegionLabel]; want != "" {
+	if want := labels[regionsyncv1alpha1.RegionLabel]; want != "" {
 		if _, ok := in.Fleet.Shards[want]; !ok {
-			e.add(topicShard, false, fmt.Sprintf("it is labelled %s=%s, but region %s has no shard Lease (no agent of that region has claimed)", config.RegionLabel, want, want))
+			e.add(topicShard, false, fmt.Sprintf("it is labelled %s=%s, but region %s has no shard Lease (no agent of that region has claimed)", regionsyncv1alpha1.RegionLabel, want, want))
 		}
 		for _, v := range misses {
 			if v.Region == want {

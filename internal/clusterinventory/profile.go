@@ -6,7 +6,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // ClusterManagerName is regionsync's name as a cluster manager (spec.clusterManager.name and the
@@ -50,7 +49,7 @@ func ForRegion(r *regionsyncv1alpha1.Region, namespace string) *ClusterProfile {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace,
 			Name:      r.Name,
-			Labels:    map[string]string{LabelClusterManagerKey: ClusterManagerName, config.RegionLabel: r.Name},
+			Labels:    map[string]string{LabelClusterManagerKey: ClusterManagerName, regionsyncv1alpha1.RegionLabel: r.Name},
 		},
 		Spec: ClusterProfileSpec{DisplayName: r.Name, ClusterManager: ClusterManager{Name: ClusterManagerName}},
 	}

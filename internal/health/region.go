@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // ClusterID returns the UID of the cluster's kube-system namespace, the conventional cluster ID.
@@ -109,7 +109,7 @@ type Reporter struct {
 	// 0 (the default) writes only changes.
 	Refresh time.Duration
 	// Recheck is how often a missing Region kind is looked for again (default Refresh when set,
-	// else config.DefaultRegionRecheck).
+	// else fleetspec.DefaultRegionRecheck).
 	Recheck time.Duration
 	// FirstPassGrace is how long after it starts the reporter waits for the first pass over the
 	// shard before its first write (default 2m) when the Region already says this shard is
@@ -156,7 +156,7 @@ func (r *Reporter) Run(ctx context.Context) {
 		r.MinInterval = 2 * time.Second
 	}
 	if r.Recheck == 0 {
-		r.Recheck = config.DefaultRegionRecheck
+		r.Recheck = fleetspec.DefaultRegionRecheck
 		if r.Refresh > 0 {
 			r.Recheck = r.Refresh
 		}

@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
@@ -125,11 +126,11 @@ func TestHubWithAgent(t *testing.T) {
 	}
 	cfg := testenv.TenantAgentConfig(name, "-live", mgmt.Kubeconfig)
 	cfg.Shard.NamespacePrefix, cfg.Shard.LabelSelector = "tenant-", "regionsync.dev/region="+name
-	cfg.Resources = append(cfg.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
+	cfg.Resources = append(cfg.Resources, fleetspec.Resource{Version: "v1", Kind: "ConfigMap"})
 	cfg.Management.Claim.LeaseDuration = metav1.Duration{Duration: 2 * time.Second}
 	cfg.Management.Claim.RenewDeadline = metav1.Duration{Duration: time.Second}
 	cfg.Management.Claim.RetryPeriod = metav1.Duration{Duration: 200 * time.Millisecond}
-	cfg.LeaderElection = config.LeaderElectionConfig{Enabled: ptr.To(false)}
+	cfg.LeaderElection = fleetspec.LeaderElection{Enabled: ptr.To(false)}
 	cfg.Telemetry = config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"}
 	config.Default(cfg)
 	if err := config.Validate(cfg); err != nil {

@@ -21,7 +21,7 @@ import (
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/clusterinventory"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 // ClusterProfilesConfig turns on the publication of one ClusterProfile per Region
@@ -37,7 +37,7 @@ func (c ClusterProfilesConfig) Validate(p *field.Path) field.ErrorList {
 	if c.Namespace == "" {
 		return nil
 	}
-	return config.ValidateDNSLabel(p.Child("namespace"), c.Namespace)
+	return fleetspec.ValidateDNSLabel(p.Child("namespace"), c.Namespace)
 }
 
 // ClusterProfileRefresh is how long a ClusterProfile's properties may keep an older observation
@@ -153,7 +153,7 @@ func (r *ClusterProfileReconciler) Reconcile(ctx context.Context, req reconcile.
 		return reconcile.Result{}, nil
 	}
 	if current.Spec.DisplayName != desired.Spec.DisplayName || current.Labels[clusterinventory.LabelClusterManagerKey] != clusterinventory.ClusterManagerName ||
-		current.Labels[config.RegionLabel] != region.Name {
+		current.Labels[regionsyncv1alpha1.RegionLabel] != region.Name {
 		updated := current.DeepCopy()
 		updated.Spec.DisplayName = desired.Spec.DisplayName
 		if updated.Labels == nil {

@@ -18,10 +18,10 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
-// ConfigKind is the kind of the hub's configuration file (apiVersion config.APIVersion).
+// ConfigKind is the kind of the hub's configuration file (apiVersion fleetspec.APIVersion).
 const ConfigKind = "HubConfig"
 
 // Defaults of the hub's configuration.
@@ -52,7 +52,7 @@ type Config struct {
 	Namespace string `json:"namespace,omitempty"`
 	// LeaderElection is the election among the hub's replicas (a Lease "regionsync-hub" in
 	// leaderElection.namespace; default regionsync-system, 15s/10s/2s).
-	LeaderElection config.LeaderElectionConfig `json:"leaderElection,omitempty"`
+	LeaderElection fleetspec.LeaderElection `json:"leaderElection,omitempty"`
 	// Liveness times the region liveness judgement.
 	Liveness LivenessConfig `json:"liveness,omitempty"`
 	// ShrinkGuard bounds removals of per-region objects.
@@ -97,7 +97,7 @@ type TelemetryConfig struct {
 	// HealthAddr serves /healthz and /readyz ("0" disables; default :8081).
 	HealthAddr string `json:"healthAddr,omitempty"`
 	// Tracing configures the OTLP trace exporter (as the agent's).
-	Tracing config.TracingConfig `json:"tracing,omitempty"`
+	Tracing fleetspec.Tracing `json:"tracing,omitempty"`
 }
 
 // LoadConfig reads, strictly decodes (unknown and duplicate fields are errors), defaults and
@@ -138,23 +138,23 @@ func ParseConfig(data []byte) (*Config, error) {
 
 // Default fills every unset optional field.
 func (c *Config) Default() {
-	c.AnnotationDomain = cmp.Or(c.AnnotationDomain, config.DefaultAnnotationDomain)
-	c.Namespace = cmp.Or(c.Namespace, config.DefaultManagementNamespace)
+	c.AnnotationDomain = cmp.Or(c.AnnotationDomain, fleetspec.DefaultAnnotationDomain)
+	c.Namespace = cmp.Or(c.Namespace, fleetspec.DefaultManagementNamespace)
 	le := &c.LeaderElection
 	if le.Enabled == nil {
 		le.Enabled = ptr.To(true)
 	}
-	le.Namespace = cmp.Or(le.Namespace, config.DefaultLeaderNamespace)
+	le.Namespace = cmp.Or(le.Namespace, fleetspec.DefaultLeaderNamespace)
 	le.LeaseDuration.Duration = cmp.Or(le.LeaseDuration.Duration, DefaultLeaseDuration)
 	le.RenewDeadline.Duration = cmp.Or(le.RenewDeadline.Duration, DefaultRenewDeadline)
 	le.RetryPeriod.Duration = cmp.Or(le.RetryPeriod.Duration, DefaultRetryPeriod)
 	c.Liveness.Grace.Duration = cmp.Or(c.Liveness.Grace.Duration, DefaultLivenessGrace)
 	c.ShrinkGuard.Window.Duration = cmp.Or(c.ShrinkGuard.Window.Duration, DefaultShrinkWindow)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
-	c.Telemetry.MetricsAddr = cmp.Or(c.Telemetry.MetricsAddr, config.DefaultMetricsAddr)
-	c.Telemetry.HealthAddr = cmp.Or(c.Telemetry.HealthAddr, config.DefaultHealthAddr)
+	c.Telemetry.MetricsAddr = cmp.Or(c.Telemetry.MetricsAddr, fleetspec.DefaultMetricsAddr)
+	c.Telemetry.HealthAddr = cmp.Or(c.Telemetry.HealthAddr, fleetspec.DefaultHealthAddr)
 	if c.Telemetry.Tracing.SamplingRatio == nil {
-		c.Telemetry.Tracing.SamplingRatio = ptr.To(config.DefaultSamplingRatio)
+		c.Telemetry.Tracing.SamplingRatio = ptr.To(fleetspec.DefaultSamplingRatio)
 	}
 }
 
@@ -162,17 +162,17 @@ func (c *Config) Default() {
 // rules (pkg/config) where the fields are the same.
 func (c *Config) Validate() error {
 	var errs field.ErrorList
-	if c.APIVersion != config.APIVersion {
-		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), c.APIVersion, "must be "+config.APIVersion))
+	if c.APIVersion != fleetspec.APIVersion {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), c.APIVersion, "must be "+fleetspec.APIVersion))
 	}
 	if c.Kind != ConfigKind {
 		errs = append(errs, field.Invalid(field.NewPath("kind"), c.Kind, "must be "+ConfigKind))
 	}
-	errs = append(errs, config.ValidateAnnotationDomain(field.NewPath("annotationDomain"), c.AnnotationDomain)...)
-	errs = append(errs, config.ValidateDNSLabel(field.NewPath("namespace"), c.Namespace)...)
+	errs = append(errs, fleetspec.ValidateAnnotationDomain(field.NewPath("annotationDomain"), c.AnnotationDomain)...)
+	errs = append(errs, fleetspec.ValidateDNSLabel(field.NewPath("namespace"), c.Namespace)...)
 	le, lp := c.LeaderElection, field.NewPath("leaderElection")
-	errs = append(errs, config.ValidateDNSLabel(lp.Child("namespace"), le.Namespace)...)
-	errs = append(errs, config.ValidateLeaseTimings(lp, le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration)...)
+	errs = append(errs, fleetspec.ValidateDNSLabel(lp.Child("namespace"), le.Namespace)...)
+	errs = append(errs, fleetspec.ValidateLeaseTimings(lp, le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration)...)
 	if g := c.Liveness.Grace.Duration; g < time.Second {
 		errs = append(errs, field.Invalid(field.NewPath("liveness", "grace"), g.String(), "must be at least 1s"))
 	}
@@ -205,7 +205,7 @@ func (c *Config) Validate() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return &config.ValidationError{Errors: errs}
+	return &fleetspec.ValidationError{Errors: errs}
 }
 
 // MetricsServerOptions is the hub's metrics endpoint as its configuration says: with

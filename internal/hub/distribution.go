@@ -33,7 +33,6 @@ import (
 	"github.com/regionsync/regionsync/internal/jsonvalue"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // FieldManager is the hub's field manager: it owns, on every per-region object, exactly the
@@ -320,7 +319,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		}
 		for _, objs := range existing {
 			for _, o := range objs {
-				in.Entries = append(in.Entries, entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule))
+				in.Entries = append(in.Entries, entryFor(o, o.GetLabels()[regionsyncv1alpha1.RegionLabel], r.Keys, rule))
 			}
 		}
 		in.Entries = regionEntries(in.Entries)
@@ -335,7 +334,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	keepName, keepRegion := map[string]bool{}, map[string]bool{} // objects of the spec's kind that stay
 	hasObjects := map[string]bool{}
 	for _, o := range existing[gvk] {
-		hasObjects[o.GetLabels()[config.RegionLabel]] = true
+		hasObjects[o.GetLabels()[regionsyncv1alpha1.RegionLabel]] = true
 	}
 	// The rollout decides which revision each region gets (rollout_deploy.go): of the template,
 	// or of the source objects as a whole.
@@ -380,7 +379,7 @@ func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1
 	regionGone := ""
 	for k, objs := range existing {
 		for name, o := range objs {
-			region := o.GetLabels()[config.RegionLabel]
+			region := o.GetLabels()[regionsyncv1alpha1.RegionLabel]
 			if o.GetDeletionTimestamp() == nil {
 				total++
 			}
@@ -409,7 +408,7 @@ func (r *DistributionReconciler) removeGuarded(ctx context.Context, d *regionsyn
 ) (StatusInput, error) {
 	removal.Wanted, removal.ConfirmedBefore, removal.Regions = len(remove), confirmedBefore(d, r.Keys), map[string]RegionRemoval{}
 	for _, o := range remove {
-		region := o.GetLabels()[config.RegionLabel]
+		region := o.GetLabels()[regionsyncv1alpha1.RegionLabel]
 		rr := removal.Regions[region]
 		rr.Wanted++
 		removal.Regions[region] = rr
@@ -433,7 +432,7 @@ func (r *DistributionReconciler) removeGuarded(ctx context.Context, d *regionsyn
 			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, EventRemovalHeld, eventActionRemove, "%s", in.HeldMessage)
 		}
 		for _, o := range remove {
-			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
+			e := entryFor(o, o.GetLabels()[regionsyncv1alpha1.RegionLabel], r.Keys, rule)
 			e.State, e.Reason, e.Message = regionsyncv1alpha1.PlacementRemovalHeld, regionsyncv1alpha1.ReasonHeld, "the removal is held by the shrink guard: "+dec.Why
 			in.Entries = append(in.Entries, e)
 		}
@@ -442,7 +441,7 @@ func (r *DistributionReconciler) removeGuarded(ctx context.Context, d *regionsyn
 	}
 	removed := 0
 	for _, o := range remove {
-		e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
+		e := entryFor(o, o.GetLabels()[regionsyncv1alpha1.RegionLabel], r.Keys, rule)
 		e.State = regionsyncv1alpha1.PlacementRemoving
 		switch err := r.delete(ctx, w, o); {
 		case err == nil:
@@ -488,7 +487,7 @@ func (r *DistributionReconciler) regionObjects(ctx context.Context, region strin
 	for _, gvk := range kinds {
 		ul := &unstructured.UnstructuredList{}
 		ul.SetGroupVersionKind(shard.ListGVK(gvk))
-		if err := r.Objects.List(ctx, ul, client.MatchingLabels{config.RegionLabel: region}); err != nil {
+		if err := r.Objects.List(ctx, ul, client.MatchingLabels{regionsyncv1alpha1.RegionLabel: region}); err != nil {
 			return 0, fmt.Errorf("counting Region %s's per-region objects of %s: %w", region, shard.KindName(gvk), err)
 		}
 		for i := range ul.Items {
@@ -648,7 +647,7 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 			return ctrl.Result{}, err
 		}
 		for _, o := range objs {
-			e := entryFor(o, o.GetLabels()[config.RegionLabel], r.Keys, rule)
+			e := entryFor(o, o.GetLabels()[regionsyncv1alpha1.RegionLabel], r.Keys, rule)
 			switch {
 			case saErr != nil:
 				// Nothing can be written: the status says why (naming the field) and lists what is left.

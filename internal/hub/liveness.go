@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // LivenessReconciler judges each region's heartbeat, its shard Lease, the way the node lifecycle
@@ -93,7 +93,7 @@ func (r *LivenessReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		hasLease = false
 	}
-	duration := config.DefaultClaimLeaseDuration
+	duration := fleetspec.DefaultClaimLeaseDuration
 	renew := ""
 	if hasLease {
 		if s := lease.Spec.LeaseDurationSeconds; s != nil && *s > 0 {

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Target is one region a Distribution is placed in, with its rendered per-region object, or why
@@ -76,7 +76,7 @@ func Place(d *regionsyncv1alpha1.Distribution, t *Template, selected []string, r
 			unplaceable(regionsyncv1alpha1.ReasonRegionNotFound, "spec.placement.regions names Region %s, which does not exist", name)
 		case r.Spec.Shard == nil:
 			unplaceable(regionsyncv1alpha1.ReasonNoShard, "Region %s has no spec.shard: the operator registers it (docs/design/hub.md#hub-and-distribution) before the hub places objects there", name)
-		case cmp.Or(r.Spec.Shard.AnnotationDomain, config.DefaultAnnotationDomain) != keys.Domain:
+		case cmp.Or(r.Spec.Shard.AnnotationDomain, fleetspec.DefaultAnnotationDomain) != keys.Domain:
 			unplaceable(regionsyncv1alpha1.ReasonOtherAnnotationDomain, "Region %s uses the annotation domain %s, the hub %s", name, r.Spec.Shard.AnnotationDomain, keys.Domain)
 		case !slices.Contains(r.Spec.Shard.Kinds, kind):
 			unplaceable(regionsyncv1alpha1.ReasonKindNotSynced, "Region %s does not sync %s (%s.kind; it syncs %v)", name, kind, t.field(), r.Spec.Shard.Kinds)
@@ -96,7 +96,7 @@ func placeIn(tg *Target, d *regionsyncv1alpha1.Distribution, t *Template, r *reg
 	unplaceable := func(reason, format string, args ...any) {
 		tg.State, tg.Reason, tg.Message = regionsyncv1alpha1.PlacementUnplaceable, reason, fmt.Sprintf(format, args...)
 	}
-	m, err := shard.NewMapper(config.ShardConfig{
+	m, err := shard.NewMapper(fleetspec.Shard{
 		NamespacePrefix: rs.NamespacePrefix, RemoteResourceSuffix: rs.RemoteResourceSuffix,
 		RemoteNamespaceSuffix: rs.RemoteNamespaceSuffix, LocalNamespaceSuffix: rs.LocalNamespaceSuffix,
 		LabelSelector: rs.LabelSelector,
@@ -122,7 +122,7 @@ func placeIn(tg *Target, d *regionsyncv1alpha1.Distribution, t *Template, r *reg
 	case err != nil:
 		unplaceable(regionsyncv1alpha1.ReasonInvalidName, "%v", err)
 		return
-	case slices.Contains(config.ProtectedNamespaces(config.DefaultLeaderNamespace, nil), local.Namespace):
+	case slices.Contains(fleetspec.ProtectedNamespaces(fleetspec.DefaultLeaderNamespace, nil), local.Namespace):
 		unplaceable(regionsyncv1alpha1.ReasonNamespaceOutOfScope, "namespace %s maps to %s, a system namespace of Region %s", d.Namespace, local.Namespace, r.Name)
 		return
 	}

@@ -19,7 +19,6 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/jsonvalue"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // templateMetadata are the metadata fields a template may set: everything else (name,
@@ -117,8 +116,8 @@ func validateKeys(p *field.Path, lbls, annotations map[string]string, keys shard
 		for _, msg := range validation.IsValidLabelValue(lbls[k]) {
 			errs = append(errs, field.Invalid(lp, lbls[k], msg))
 		}
-		if k == config.RegionLabel || strings.HasPrefix(k, domain) {
-			errs = append(errs, field.Forbidden(lp, "regionsync's own label: the hub sets "+config.RegionLabel+" and "+keys.Distribution))
+		if k == regionsyncv1alpha1.RegionLabel || strings.HasPrefix(k, domain) {
+			errs = append(errs, field.Forbidden(lp, "regionsync's own label: the hub sets "+regionsyncv1alpha1.RegionLabel+" and "+keys.Distribution))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(annotations)) {
@@ -153,12 +152,12 @@ func Render(d *regionsyncv1alpha1.Distribution, t *Template, region *regionsyncv
 	if lbls == nil {
 		lbls = map[string]string{}
 	}
-	lbls[config.RegionLabel] = region.Name
+	lbls[regionsyncv1alpha1.RegionLabel] = region.Name
 	lbls[keys.Distribution] = d.Name
 	u.SetLabels(lbls)
 	fixed := func(o *unstructured.Unstructured) bool {
 		return o.GetName() == name && o.GetNamespace() == d.Namespace &&
-			o.GetLabels()[config.RegionLabel] == region.Name && o.GetLabels()[keys.Distribution] == d.Name &&
+			o.GetLabels()[regionsyncv1alpha1.RegionLabel] == region.Name && o.GetLabels()[keys.Distribution] == d.Name &&
 			o.GetAPIVersion() == u.GetAPIVersion() && o.GetKind() == u.GetKind()
 	}
 	for i, o := range d.Spec.Overrides {
@@ -175,13 +174,13 @@ func Render(d *regionsyncv1alpha1.Distribution, t *Template, region *regionsyncv
 			return nil, err
 		}
 		if !fixed(patched) {
-			return nil, field.Forbidden(p, "a patch may not change the apiVersion, kind, name, namespace, or the labels "+config.RegionLabel+" and "+keys.Distribution)
+			return nil, field.Forbidden(p, "a patch may not change the apiVersion, kind, name, namespace, or the labels "+regionsyncv1alpha1.RegionLabel+" and "+keys.Distribution)
 		}
 		if _, ok := patched.Object["status"]; ok {
 			return nil, field.Forbidden(p, "a patch may not set status")
 		}
 		own := maps.Clone(patched.GetLabels())
-		delete(own, config.RegionLabel)
+		delete(own, regionsyncv1alpha1.RegionLabel)
 		delete(own, keys.Distribution)
 		if errs := validateKeys(p, own, patched.GetAnnotations(), keys); len(errs) > 0 {
 			return nil, errs.ToAggregate()

@@ -28,7 +28,6 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Event reasons of rollouts (on Distributions).
@@ -279,7 +278,7 @@ func (r *DistributionReconciler) regionViews(placed []Target, regions []regionsy
 	objs := map[string][]*unstructured.Unstructured{}
 	for _, name := range slices.Sorted(maps.Keys(existing)) {
 		o := existing[name]
-		region := o.GetLabels()[config.RegionLabel]
+		region := o.GetLabels()[regionsyncv1alpha1.RegionLabel]
 		objs[region] = append(objs[region], o)
 	}
 	var views []RegionView

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // lastApplied is kubectl's annotation; it describes the source, not a per-region object, and is
@@ -185,7 +185,7 @@ func shardMappers(regions []regionsyncv1alpha1.Region) []shardMapper {
 		if rs == nil {
 			continue
 		}
-		m, err := shard.NewMapper(config.ShardConfig{
+		m, err := shard.NewMapper(fleetspec.Shard{
 			NamespacePrefix: rs.NamespacePrefix, RemoteResourceSuffix: rs.RemoteResourceSuffix,
 			RemoteNamespaceSuffix: rs.RemoteNamespaceSuffix, LocalNamespaceSuffix: rs.LocalNamespaceSuffix,
 			LabelSelector: rs.LabelSelector,
@@ -204,7 +204,7 @@ func shardMappers(regions []regionsyncv1alpha1.Region) []shardMapper {
 func (r *DistributionReconciler) notASource(u *unstructured.Unstructured, shards []shardMapper) string {
 	domain := r.Keys.Domain + "/"
 	for _, k := range slices.Sorted(maps.Keys(u.GetLabels())) {
-		if k == config.RegionLabel || strings.HasPrefix(k, domain) {
+		if k == regionsyncv1alpha1.RegionLabel || strings.HasPrefix(k, domain) {
 			return fmt.Sprintf("it carries the label %s (written by the hub or an agent)", k)
 		}
 	}

@@ -3,7 +3,7 @@ package shard
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 // FieldManager is the field manager of every write regionsync makes (server-side apply, status,
@@ -25,6 +25,6 @@ func ListGVK(gvk schema.GroupVersionKind) schema.GroupVersionKind {
 }
 
 // GVK is the kind of a configured resource.
-func GVK(r config.ResourceConfig) schema.GroupVersionKind {
+func GVK(r fleetspec.Resource) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
 }

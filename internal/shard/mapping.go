@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 // ErrNotInShard is returned by the mappings for keys that lie outside the shard. Callers ignore
@@ -26,7 +26,7 @@ type Mapper struct {
 }
 
 // NewMapper builds the mapper of a shard definition; the label selector must parse.
-func NewMapper(s config.ShardConfig) (*Mapper, error) {
+func NewMapper(s fleetspec.Shard) (*Mapper, error) {
 	sel, err := labels.Parse(s.LabelSelector)
 	if err != nil {
 		return nil, fmt.Errorf("shard.labelSelector: %w", err)

@@ -7,34 +7,34 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 func nn(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 
 func TestToLocal(t *testing.T) {
-	full := config.ShardConfig{NamespacePrefix: "team-", RemoteResourceSuffix: "-us-east-1", RemoteNamespaceSuffix: "-mgmt", LocalNamespaceSuffix: "-local"}
+	full := fleetspec.Shard{NamespacePrefix: "team-", RemoteResourceSuffix: "-us-east-1", RemoteNamespaceSuffix: "-mgmt", LocalNamespaceSuffix: "-local"}
 	cases := map[string]struct {
-		shard   config.ShardConfig
+		shard   fleetspec.Shard
 		remote  types.NamespacedName
 		want    types.NamespacedName
 		wantErr string // "" = success, "shard" = ErrNotInShard, else a substring
 	}{
-		"no constraints is identity":       {config.ShardConfig{}, nn("a", "b"), nn("a", "b"), ""},
-		"resource suffix removed":          {config.ShardConfig{RemoteResourceSuffix: "-us"}, nn("ns", "acme-us"), nn("ns", "acme"), ""},
+		"no constraints is identity":       {fleetspec.Shard{}, nn("a", "b"), nn("a", "b"), ""},
+		"resource suffix removed":          {fleetspec.Shard{RemoteResourceSuffix: "-us"}, nn("ns", "acme-us"), nn("ns", "acme"), ""},
 		"all rules":                        {full, nn("team-a-mgmt", "acme-us-east-1"), nn("team-a-local", "acme"), ""},
 		"prefix only namespace":            {full, nn("team--mgmt", "x-us-east-1"), nn("team--local", "x"), ""},
-		"other suffix ignored":             {config.ShardConfig{RemoteResourceSuffix: "-us"}, nn("ns", "acme-eu"), nn("", ""), "shard"},
-		"no suffix ignored":                {config.ShardConfig{RemoteResourceSuffix: "-us"}, nn("ns", "acme"), nn("", ""), "shard"},
-		"suffix of a longer region":        {config.ShardConfig{RemoteResourceSuffix: "-east"}, nn("ns", "acme-us-east"), nn("ns", "acme-us"), ""},
+		"other suffix ignored":             {fleetspec.Shard{RemoteResourceSuffix: "-us"}, nn("ns", "acme-eu"), nn("", ""), "shard"},
+		"no suffix ignored":                {fleetspec.Shard{RemoteResourceSuffix: "-us"}, nn("ns", "acme"), nn("", ""), "shard"},
+		"suffix of a longer region":        {fleetspec.Shard{RemoteResourceSuffix: "-east"}, nn("ns", "acme-us-east"), nn("ns", "acme-us"), ""},
 		"other prefix ignored":             {full, nn("crew-a-mgmt", "acme-us-east-1"), nn("", ""), "shard"},
 		"missing namespace suffix ignored": {full, nn("team-a", "acme-us-east-1"), nn("", ""), "shard"},
-		"prefix and suffix overlap":        {config.ShardConfig{NamespacePrefix: "team-", RemoteNamespaceSuffix: "-mgmt"}, nn("team-mgmt", "x"), nn("", ""), "shard"},
-		"name equal to suffix":             {config.ShardConfig{RemoteResourceSuffix: "-us"}, nn("ns", "-us"), nn("", ""), "invalid local"},
-		"local name starts with dash":      {config.ShardConfig{RemoteResourceSuffix: "x-us"}, nn("ns", "-x-us"), nn("", ""), "invalid local"},
-		"local namespace too long": {config.ShardConfig{RemoteNamespaceSuffix: "-m", LocalNamespaceSuffix: "-local-suffix"},
+		"prefix and suffix overlap":        {fleetspec.Shard{NamespacePrefix: "team-", RemoteNamespaceSuffix: "-mgmt"}, nn("team-mgmt", "x"), nn("", ""), "shard"},
+		"name equal to suffix":             {fleetspec.Shard{RemoteResourceSuffix: "-us"}, nn("ns", "-us"), nn("", ""), "invalid local"},
+		"local name starts with dash":      {fleetspec.Shard{RemoteResourceSuffix: "x-us"}, nn("ns", "-x-us"), nn("", ""), "invalid local"},
+		"local namespace too long": {fleetspec.Shard{RemoteNamespaceSuffix: "-m", LocalNamespaceSuffix: "-local-suffix"},
 			nn(strings.Repeat("n", 55)+"-m", "acme"), nn("", ""), "must be no more than 63"},
-		"local namespace ends with dash": {config.ShardConfig{RemoteNamespaceSuffix: "x"}, nn("a-x", "acme"), nn("", ""), "invalid local"},
+		"local namespace ends with dash": {fleetspec.Shard{RemoteNamespaceSuffix: "x"}, nn("a-x", "acme"), nn("", ""), "invalid local"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -66,7 +66,7 @@ func TestToLocal(t *testing.T) {
 }
 
 func TestToRemoteOutsideShard(t *testing.T) {
-	m, _ := NewMapper(config.ShardConfig{NamespacePrefix: "team-", LocalNamespaceSuffix: "-local", RemoteResourceSuffix: "-us"})
+	m, _ := NewMapper(fleetspec.Shard{NamespacePrefix: "team-", LocalNamespaceSuffix: "-local", RemoteResourceSuffix: "-us"})
 	for _, local := range []types.NamespacedName{nn("kube-system", "x"), nn("team-a", "x"), nn("other-local", "x"), nn("team-a-local", "")} {
 		if _, err := m.ToRemote(local); !errors.Is(err, ErrNotInShard) {
 			t.Errorf("ToRemote(%s) = %v, want ErrNotInShard", local, err)
@@ -78,7 +78,7 @@ func TestToRemoteOutsideShard(t *testing.T) {
 }
 
 func TestSelector(t *testing.T) {
-	m, err := NewMapper(config.ShardConfig{LabelSelector: "region=us,tier!=test"})
+	m, err := NewMapper(fleetspec.Shard{LabelSelector: "region=us,tier!=test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestSelector(t *testing.T) {
 		m.MatchesLabels(map[string]string{"region": "us", "tier": "test"}) {
 		t.Fatal("selector matched wrongly")
 	}
-	if _, err := NewMapper(config.ShardConfig{LabelSelector: "a in ("}); err == nil {
+	if _, err := NewMapper(fleetspec.Shard{LabelSelector: "a in ("}); err == nil {
 		t.Fatal("bad selector accepted")
 	}
 }
@@ -119,7 +119,7 @@ func FuzzMapping(f *testing.F) {
 	f.Add("", "", "", "", "ns", "name")
 	f.Add("p", "x", "", "", "p", "x")
 	f.Fuzz(func(t *testing.T, prefix, rsuffix, rnsSuffix, lnsSuffix, ns, name string) {
-		m, err := NewMapper(config.ShardConfig{NamespacePrefix: prefix, RemoteResourceSuffix: rsuffix, RemoteNamespaceSuffix: rnsSuffix, LocalNamespaceSuffix: lnsSuffix})
+		m, err := NewMapper(fleetspec.Shard{NamespacePrefix: prefix, RemoteResourceSuffix: rsuffix, RemoteNamespaceSuffix: rnsSuffix, LocalNamespaceSuffix: lnsSuffix})
 		if err != nil {
 			t.Fatal(err)
 		}

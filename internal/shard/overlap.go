@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 // Definition is what a region claims on management: recorded on its shard Lease so that other
@@ -24,7 +24,7 @@ type Definition struct {
 
 // DefinitionOf is the definition of region's shard s over kinds; kinds are recorded dotted
 // ("Tenant.demo.regionsync.dev").
-func DefinitionOf(region string, s config.ShardConfig, kinds []schema.GroupVersionKind) Definition {
+func DefinitionOf(region string, s fleetspec.Shard, kinds []schema.GroupVersionKind) Definition {
 	d := Definition{
 		Region:                region,
 		NamespacePrefix:       s.NamespacePrefix,

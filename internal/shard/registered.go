@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 // CheckRegistered compares an agent's shard (its annotation domain, shard configuration and
@@ -21,7 +21,7 @@ import (
 //
 // The agent calls it before every claim (pkg/regionsync/leader.go), reading its Region first
 // (docs/design/hub.md#hub-and-distribution).
-func CheckRegistered(domain string, s config.ShardConfig, kinds []schema.GroupVersionKind, registered *regionsyncv1alpha1.RegionShard) error {
+func CheckRegistered(domain string, s fleetspec.Shard, kinds []schema.GroupVersionKind, registered *regionsyncv1alpha1.RegionShard) error {
 	if registered == nil {
 		return nil
 	}
@@ -31,7 +31,7 @@ func CheckRegistered(domain string, s config.ShardConfig, kinds []schema.GroupVe
 			diffs = append(diffs, fmt.Sprintf("%s: configured %q, registered %q", field, configured, onRegion))
 		}
 	}
-	differs("annotationDomain", cmp.Or(domain, config.DefaultAnnotationDomain), cmp.Or(registered.AnnotationDomain, config.DefaultAnnotationDomain))
+	differs("annotationDomain", cmp.Or(domain, fleetspec.DefaultAnnotationDomain), cmp.Or(registered.AnnotationDomain, fleetspec.DefaultAnnotationDomain))
 	differs("shard.namespacePrefix", s.NamespacePrefix, registered.NamespacePrefix)
 	differs("shard.remoteResourceSuffix", s.RemoteResourceSuffix, registered.RemoteResourceSuffix)
 	differs("shard.remoteNamespaceSuffix", s.RemoteNamespaceSuffix, registered.RemoteNamespaceSuffix)

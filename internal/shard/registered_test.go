@@ -7,13 +7,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 func TestCheckRegistered(t *testing.T) {
 	tenant := schema.GroupVersionKind{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}
 	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	cfg := config.ShardConfig{NamespacePrefix: "tenant-", RemoteResourceSuffix: "-us-east-1", LabelSelector: "regionsync.dev/region=us-east-1"}
+	cfg := fleetspec.Shard{NamespacePrefix: "tenant-", RemoteResourceSuffix: "-us-east-1", LabelSelector: "regionsync.dev/region=us-east-1"}
 	registered := func(mutate ...func(*regionsyncv1alpha1.RegionShard)) *regionsyncv1alpha1.RegionShard {
 		r := &regionsyncv1alpha1.RegionShard{
 			AnnotationDomain: "regionsync.dev", NamespacePrefix: "tenant-", RemoteResourceSuffix: "-us-east-1",

@@ -16,10 +16,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -30,7 +30,7 @@ func inSyncReconciler(b *testing.B, tracer trace.Tracer) (*Reconciler, ctrl.Requ
 	b.Helper()
 	gvk := schema.GroupVersionKind{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}
 	keys := shard.NewKeys("regionsync.dev")
-	mapper, _ := shard.NewMapper(config.ShardConfig{RemoteResourceSuffix: "-us"})
+	mapper, _ := shard.NewMapper(fleetspec.Shard{RemoteResourceSuffix: "-us"})
 	remote := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "demo.regionsync.dev/v1alpha1", "kind": "Tenant",
 		"metadata": map[string]any{
@@ -50,7 +50,7 @@ func inSyncReconciler(b *testing.B, tracer trace.Tracer) (*Reconciler, ctrl.Requ
 	remoteClient := fake.NewClientBuilder().WithScheme(s).WithObjects(remote).Build()
 	localClient := fake.NewClientBuilder().WithScheme(s).WithObjects(local).Build()
 	r := &Reconciler{
-		Resource: config.ResourceConfig{Strategy: config.StrategyReplace}, GVK: gvk, Region: "us",
+		Resource: fleetspec.Resource{Strategy: fleetspec.StrategyReplace}, GVK: gvk, Region: "us",
 		Keys: keys, Mapper: mapper,
 		Remote: remoteClient, RemoteAPI: remoteClient, Local: localClient, LocalAPI: localClient,
 		Log: logr.Discard(), states: newStateTracker("Tenant.demo.regionsync.dev"), fights: fight.NewTracker(), Tracer: tracer,

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -56,7 +57,7 @@ func TestBrokenKindDoesNotStallOthers(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = region.Client.Delete(t.Context(), o) })
 	}
-	recordNS := config.DefaultLeaderNamespace
+	recordNS := fleetspec.DefaultLeaderNamespace
 	if err := region.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: recordNS}}); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +80,8 @@ func TestBrokenKindDoesNotStallOthers(t *testing.T) {
 	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
 	e := newEnv(t, withLocalConfig(limited), withConfig(func(c *config.AgentConfig) {
 		c.Resources = append(c.Resources,
-			config.ResourceConfig{Group: "missing.example.com", Version: "v1", Kind: "Widget"},
-			config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
+			fleetspec.Resource{Group: "missing.example.com", Version: "v1", Kind: "Widget"},
+			fleetspec.Resource{Version: "v1", Kind: "ConfigMap"})
 	}))
 
 	readable, unreadable := e.remoteNamespace("readable"), e.remoteNamespace("unreadable")

@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/syncer/lowfeed"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // kind is one configured kind's event plumbing. Its event handlers are registered once, for the
@@ -356,7 +356,7 @@ func (e *Engine) kindAvailable(gvk schema.GroupVersionKind) bool {
 	return false
 }
 
-func (e *Engine) newReconciler(remote cluster.Cluster, res config.ResourceConfig, gvk schema.GroupVersionKind) *Reconciler {
+func (e *Engine) newReconciler(remote cluster.Cluster, res fleetspec.Resource, gvk schema.GroupVersionKind) *Reconciler {
 	secrets := map[string]client.Reader{}
 	for _, name := range res.Secrets {
 		secrets[name] = e.secretCaches[name]

@@ -17,7 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 )
 
 // eventCorrelatorEntries bounds each of the event correlator's caches (client-go's
@@ -46,12 +46,12 @@ type EventRecorder struct {
 var _ events.EventRecorder = (*EventRecorder)(nil)
 
 // NewManagementEventRecorder starts the recorder of the engine's Events on management (cfg,
-// through httpClient): every Event it creates is labelled config.RegionLabel=<region>, the label
+// through httpClient): every Event it creates is labelled regionsyncv1alpha1.RegionLabel=<region>, the label
 // by which management's admission policy (deploy/kustomize/management/admission.yaml) tells the
 // Events a region's identity wrote, the only ones it may patch (the correlator bumps the count of
 // a repeated Event with a patch), from everyone else's.
 func NewManagementEventRecorder(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, region string, log logr.Logger) (*EventRecorder, error) {
-	return newEventRecorder(cfg, httpClient, scheme, map[string]string{config.RegionLabel: region}, log)
+	return newEventRecorder(cfg, httpClient, scheme, map[string]string{regionsyncv1alpha1.RegionLabel: region}, log)
 }
 
 // newEventRecorder starts a broadcaster that writes Events to the cluster of cfg (through

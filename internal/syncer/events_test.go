@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 )
 
 // recordingSink keeps the Events created and patched through it.
@@ -48,7 +48,7 @@ func TestLabellingSinkLabelsAggregates(t *testing.T) {
 	sink := &recordingSink{}
 	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: eventCorrelatorEntries}))
 	defer b.Shutdown()
-	b.StartRecordingToSink(labellingSink{EventSink: sink, labels: map[string]string{config.RegionLabel: "us-east-1"}})
+	b.StartRecordingToSink(labellingSink{EventSink: sink, labels: map[string]string{regionsyncv1alpha1.RegionLabel: "us-east-1"}})
 	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource})
 	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-acme", Name: "acme-us-east-1", UID: "uid"}}
 	rec.Eventf(obj, corev1.EventTypeWarning, ReasonStatusRefused, "refused")
@@ -67,7 +67,7 @@ func TestLabellingSinkLabelsAggregates(t *testing.T) {
 		})
 		if aggregated && patched >= 2 { // the repeated StatusRefused, and the aggregate's repetition
 			for _, e := range created {
-				if e.Labels[config.RegionLabel] != "us-east-1" {
+				if e.Labels[regionsyncv1alpha1.RegionLabel] != "us-east-1" {
 					t.Errorf("Event %s %q created without the region label: %v", e.Reason, e.Message, e.Labels)
 				}
 			}

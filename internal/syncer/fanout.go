@@ -25,10 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/telemetry"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Namespace fan-out (docs/design/fan-out.md#namespace-fan-out): a management object annotated
@@ -388,7 +388,7 @@ func (r *Reconciler) fanOutSync(ctx context.Context, s *scope, targets []string,
 // fanOutWrite creates or updates one copy. ok reports a current copy; wait > 0 without ok a
 // copy refused (an object that is not one is in the way) or held back, looked at again then.
 func (r *Reconciler) fanOutWrite(ctx context.Context, remote *unstructured.Unstructured, copyKey types.NamespacedName, live *unstructured.Unstructured, marks *copyMarks) (ok bool, wait time.Duration, _ error) {
-	if live == nil && r.Resource.Strategy == config.StrategyApply {
+	if live == nil && r.Resource.Strategy == fleetspec.StrategyApply {
 		// A server-side apply would take over an object that is not a copy: look first.
 		existing, refused, err := r.existingFanOutCopy(ctx, remote, copyKey)
 		if err != nil || refused {
@@ -469,7 +469,7 @@ func (r *Reconciler) recentlyRefused(copyKey types.NamespacedName) (time.Duratio
 
 // copyInSync reports whether a live copy already is what the kind's strategy would write.
 func (r *Reconciler) copyInSync(remote *unstructured.Unstructured, copyKey types.NamespacedName, live *unstructured.Unstructured, marks *copyMarks) bool {
-	if r.Resource.Strategy == config.StrategyApply {
+	if r.Resource.Strategy == fleetspec.StrategyApply {
 		desired, hash := desiredApply(remote, copyKey, r.Keys, r.Region, marks)
 		return applyInSync(desired, hash, live, r.Keys)
 	}

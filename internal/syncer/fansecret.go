@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/telemetry"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Secrets fan out and only fan out (docs/design/fan-out.md#secrets-fan-out-only): the configuration
@@ -28,12 +28,12 @@ const ReasonSecretNotFannedOut = "SecretNotFannedOut"
 
 // secretKind reports whether the reconciler's kind is the core Secret.
 func (r *Reconciler) secretKind() bool {
-	return config.IsSecret(r.GVK.Group, r.GVK.Kind)
+	return fleetspec.IsSecret(r.GVK.Group, r.GVK.Kind)
 }
 
 // UploadedSecretNames are the management names of the Secrets the agent uploads: every
 // configured resource's secrets, mapped as they are uploaded (shard.Mapper.RemoteSecretName).
-func UploadedSecretNames(resources []config.ResourceConfig, remoteName func(string) string) sets.Set[string] {
+func UploadedSecretNames(resources []fleetspec.Resource, remoteName func(string) string) sets.Set[string] {
 	out := sets.New[string]()
 	for _, res := range resources {
 		for _, name := range res.Secrets {

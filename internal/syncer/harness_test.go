@@ -32,6 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
@@ -95,7 +96,7 @@ func startFleet() error {
 	}
 	management, region = fleet.Cluster("management"), fleet.Cluster("region")
 	// Shard Leases live in this management namespace.
-	if err := management.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}}); err != nil {
+	if err := management.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultManagementNamespace}}); err != nil {
 		return err
 	}
 	// The region runs the demo tenant operator, unaware of regionsync, as a real region would.
@@ -234,7 +235,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	name := fmt.Sprintf("t%02d", n)
 	cfg := testenv.TenantAgentConfig("region-"+name, "-"+name, "unused-in-process")
 	cfg.Resources[0].Secrets = []string{tenantoperator.TokenSecretName}
-	cfg.LeaderElection = config.LeaderElectionConfig{Enabled: ptr.To(false)}
+	cfg.LeaderElection = fleetspec.LeaderElection{Enabled: ptr.To(false)}
 	cfg.Telemetry = config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"}
 	if setup.edit != nil {
 		setup.edit(cfg)

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -48,7 +48,7 @@ func needClone(t *testing.T) *testenv.Cluster {
 			_ = f.Stop()
 		}
 		clone = f.Cluster("clone")
-		cloneErr = clone.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}})
+		cloneErr = clone.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultManagementNamespace}})
 	})
 	if cloneErr != nil {
 		t.Fatalf("starting the clone management cluster: %v", cloneErr)
@@ -133,7 +133,7 @@ func TestManagementIdentityPinned(t *testing.T) {
 			t.Logf("clone's acme: %v finalizers=%v status=%+v annotations=%v", err, r.Finalizers, r.Status, r.Annotations)
 			return true
 		}
-		err = cl.Client.Get(e.ctx, client.ObjectKey{Namespace: config.DefaultManagementNamespace, Name: claim.LeaseName(e.cfg.Region)}, &coordinationv1.Lease{})
+		err = cl.Client.Get(e.ctx, client.ObjectKey{Namespace: fleetspec.DefaultManagementNamespace, Name: claim.LeaseName(e.cfg.Region)}, &coordinationv1.Lease{})
 		if !apierrors.IsNotFound(err) {
 			t.Logf("shard Lease on the clone: %v", err)
 			return true

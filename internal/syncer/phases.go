@@ -20,12 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/jsonvalue"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/telemetry"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Event reasons: every write decision a person may need to see.
@@ -251,7 +251,7 @@ func (r *Reconciler) specDown(ctx context.Context, remote *unstructured.Unstruct
 		// Replace creates first and looks only when something is there (a read saved per new
 		// object). Apply must look first: a server-side apply would silently take over an
 		// unmarked object. In a namespace just created nothing can be there.
-		if !fresh && r.Resource.Strategy == config.StrategyApply {
+		if !fresh && r.Resource.Strategy == fleetspec.StrategyApply {
 			existing, result, err := r.lookupExisting(ctx, remote, localKey)
 			if err != nil || existing == nil && !result.IsZero() {
 				return nil, result, err
@@ -381,7 +381,7 @@ func (r *Reconciler) adoptOrRefuse(ctx context.Context, remote *unstructured.Uns
 			"taken over for management object %s: it lives in namespace %s, created for it", objectRef(remote), ns.Name)
 		return existing, reconcile.Result{}, nil
 	}
-	if r.Resource.Adoption != config.AdoptionAdopt {
+	if r.Resource.Adoption != fleetspec.AdoptionAdopt {
 		r.count(telemetry.DirectionDown, telemetry.ResultRefused)
 		msg := fmt.Sprintf("local %s exists and is not managed by regionsync; adoption is refused by configuration", localKey)
 		r.LocalEvents.Eventf(existing, nil, corev1.EventTypeWarning, ReasonAdoptionRefused, "Adopt", "%s", msg)
@@ -406,7 +406,7 @@ func (r *Reconciler) writeCopy(ctx context.Context, remote *unstructured.Unstruc
 	var err error
 	out := live
 	switch r.Resource.Strategy {
-	case config.StrategyApply:
+	case fleetspec.StrategyApply:
 		desired, hash := desiredApply(remote, localKey, r.Keys, r.Region, marks)
 		if live != nil && applyInSync(desired, hash, live, r.Keys) {
 			r.count(telemetry.DirectionDown, telemetry.ResultUnchanged)

@@ -34,17 +34,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
 	"github.com/regionsync/regionsync/internal/telemetry"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Reconciler syncs one resource kind between the management cluster and the local cluster.
 type Reconciler struct {
 	// Resource is the kind's configuration; GVK its group, version and kind.
-	Resource config.ResourceConfig
+	Resource fleetspec.Resource
 	GVK      schema.GroupVersionKind
 	// Region is the agent's region (the value of the Region mark on local objects).
 	Region string

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -211,7 +212,7 @@ func TestReplaceRevertsDrift(t *testing.T) {
 // Apply keeps fields a local controller owns, and still reverts drift on the remote's fields.
 func TestApplyKeepsLocalFields(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Strategy = config.StrategyApply }))
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Strategy = fleetspec.StrategyApply }))
 	ns := e.remoteNamespace("apply")
 	e.tenant(ns, "acme", "Acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 0 }) // replicas left to the region
 	e.waitSynced(ns, "acme")
@@ -262,7 +263,7 @@ func TestLocalDeletedRecreated(t *testing.T) {
 // pre-existing object is left alone with an event; adopted otherwise.
 func TestUnmarkedAndAdoption(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Adoption = config.AdoptionRefuse }))
+	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Adoption = fleetspec.AdoptionRefuse }))
 	ns := e.remoteNamespace("adopt")
 	if err := e.local.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -282,7 +283,7 @@ func TestUnmarkedAndAdoption(t *testing.T) {
 	})
 
 	// The same situation with adoption configured (opt-in) adopts.
-	e2 := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Adoption = config.AdoptionAdopt }))
+	e2 := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Adoption = fleetspec.AdoptionAdopt }))
 	ns2 := e2.remoteNamespace("adopt")
 	if err := e2.local.Create(e2.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns2}}); err != nil {
 		t.Fatal(err)
@@ -559,7 +560,7 @@ func TestEmptyManagementHoldsDeletions(t *testing.T) {
 func TestTwoKinds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
+		c.Resources = append(c.Resources, fleetspec.Resource{Version: "v1", Kind: "ConfigMap"})
 	}))
 	ns := e.remoteNamespace("two-kinds")
 	e.tenant(ns, "acme", "Acme")
@@ -594,7 +595,7 @@ func TestTwoKinds(t *testing.T) {
 func TestAppliedContentHash(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
+		c.Resources = append(c.Resources, fleetspec.Resource{Version: "v1", Kind: "ConfigMap"})
 		c.ResyncPeriod = metav1.Duration{Duration: 10 * time.Second}
 	}))
 	ns := e.remoteNamespace("applied-hash")
@@ -787,7 +788,7 @@ func TestSyncControllerCompatibility(t *testing.T) {
 func TestMissingKindDoesNotStopOthers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append([]config.ResourceConfig{{Group: "missing.example.com", Version: "v1", Kind: "Widget"}}, c.Resources...)
+		c.Resources = append([]fleetspec.Resource{{Group: "missing.example.com", Version: "v1", Kind: "Widget"}}, c.Resources...)
 	}))
 	ns := e.remoteNamespace("missing-kind")
 	e.tenant(ns, "acme", "Acme")

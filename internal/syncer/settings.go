@@ -7,9 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Settings are the engine's configuration, complete (every default applied) and valid.
@@ -29,9 +29,9 @@ type Settings struct {
 	// names the claim under ClaimPerFleet, and is never written by a sync.
 	FleetNamespace string
 	// Shard selects the management objects of this region and maps their names.
-	Shard config.ShardConfig
+	Shard fleetspec.Shard
 	// Resources are the kinds to sync, every field set.
-	Resources []config.ResourceConfig
+	Resources []fleetspec.Resource
 	// DeletionBudget bounds, per kind, the local deletions the remote side causes.
 	DeletionBudget budget.Budget
 	// ResyncPeriod is how often every cached object is reconciled again.
@@ -66,10 +66,10 @@ func (s *Settings) Definition() shard.Definition {
 // ProtectedNamespaces are the local namespaces of the namespace scope's exclusions: the system
 // namespaces, the fleet's own and the configured exclusions.
 func (s *Settings) ProtectedNamespaces() sets.Set[string] {
-	return sets.New(config.ProtectedNamespaces(s.FleetNamespace, s.Shard.ExcludedNamespaces)...)
+	return sets.New(fleetspec.ProtectedNamespaces(s.FleetNamespace, s.Shard.ExcludedNamespaces)...)
 }
 
 // IsProtectedNamespace reports whether ns is one of ProtectedNamespaces.
 func (s *Settings) IsProtectedNamespace(ns string) bool {
-	return slices.Contains(config.ProtectedNamespaces(s.FleetNamespace, s.Shard.ExcludedNamespaces), ns)
+	return slices.Contains(fleetspec.ProtectedNamespaces(s.FleetNamespace, s.Shard.ExcludedNamespaces), ns)
 }

@@ -15,6 +15,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -144,7 +145,7 @@ func TestTraceAcrossClustersOTLP(t *testing.T) {
 	t.Cleanup(srv.Stop)
 
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Telemetry.Tracing = config.TracingConfig{Endpoint: lis.Addr().String(), Insecure: true}
+		c.Telemetry.Tracing = fleetspec.Tracing{Endpoint: lis.Addr().String(), Insecure: true}
 	}))
 	ns := e.remoteNamespace("otlp")
 	parent, traceID := managementTrace(t)

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 const minimal = `
@@ -40,13 +42,13 @@ func TestValidFileAndDefaults(t *testing.T) {
 	}
 	r := cfg.Resources[0]
 	checks := map[string]bool{
-		"annotationDomain":             cfg.AnnotationDomain == DefaultAnnotationDomain,
-		"management.namespace":         cfg.Management.Namespace == DefaultManagementNamespace,
+		"annotationDomain":             cfg.AnnotationDomain == fleetspec.DefaultAnnotationDomain,
+		"management.namespace":         cfg.Management.Namespace == fleetspec.DefaultManagementNamespace,
 		"resources[0].strategy":        r.Strategy == StrategyReplace,
 		"resources[0].adoption":        r.Adoption == AdoptionRefuse,
 		"resources[0].privileged":      !r.AllowPrivileged,
 		"resources[0].propagation":     r.DeletePropagation == "Foreground",
-		"resources[0].concurrency":     r.Concurrency == DefaultConcurrency,
+		"resources[0].concurrency":     r.Concurrency == fleetspec.DefaultConcurrency,
 		"leaderElection.enabled":       *cfg.LeaderElection.Enabled,
 		"leaderElection.leaseDur":      cfg.LeaderElection.LeaseDuration.Duration == 15*time.Second,
 		"leaderElection.renew":         cfg.LeaderElection.RenewDeadline.Duration == 10*time.Second,
@@ -58,7 +60,7 @@ func TestValidFileAndDefaults(t *testing.T) {
 		"telemetry.heartbeatInterval":  cfg.Telemetry.HeartbeatInterval.Duration == 0,
 		"management.credentialRenewal": cfg.Management.CredentialRenewal == CredentialRenewalConfig{},
 		"deletionBudget.maxFraction":   *cfg.DeletionBudget.MaxFraction == 0.5,
-		"deletionBudget.minObjects":    *cfg.DeletionBudget.MinObjects == DefaultDeletionMinObjects,
+		"deletionBudget.minObjects":    *cfg.DeletionBudget.MinObjects == fleetspec.DefaultDeletionMinObjects,
 		"deletionBudget.window":        cfg.DeletionBudget.Window.Duration == 10*time.Minute,
 		"resyncPeriod":                 cfg.ResyncPeriod.Duration == 10*time.Minute,
 		"telemetry.metricsAddr":        cfg.Telemetry.MetricsAddr == ":8080",
@@ -261,7 +263,7 @@ func TestBadConfigsNameTheField(t *testing.T) {
 // the resource sets allowPrivileged: true; then it is accepted.
 func TestPrivilegedKinds(t *testing.T) {
 	n := 0
-	for group, kinds := range PrivilegedKinds {
+	for group, kinds := range fleetspec.PrivilegedKinds {
 		for _, kind := range kinds {
 			n++
 			gk := kind + "." + group
@@ -304,8 +306,8 @@ func TestPrivilegedKinds(t *testing.T) {
 		{"apiextensions.k8s.io", "CustomResourceDefinition"}, {"apiregistration.k8s.io", "APIService"},
 		{"scheduling.k8s.io", "PriorityClass"}, {"storage.k8s.io", "StorageClass"},
 	} {
-		if !IsPrivileged(gk[0], gk[1]) {
-			t.Errorf("%s.%s is not in PrivilegedKinds", gk[1], gk[0])
+		if !fleetspec.IsPrivileged(gk[0], gk[1]) {
+			t.Errorf("%s.%s is not in fleetspec.PrivilegedKinds", gk[1], gk[0])
 		}
 	}
 	if n < 30 {
@@ -313,7 +315,7 @@ func TestPrivilegedKinds(t *testing.T) {
 	}
 	// Ordinary kinds need no flag: a namespaced workload kind and the demo's own.
 	for _, gk := range [][2]string{{"apps", "Deployment"}, {"", "ConfigMap"}, {"demo.regionsync.dev", "Tenant"}} {
-		if IsPrivileged(gk[0], gk[1]) {
+		if fleetspec.IsPrivileged(gk[0], gk[1]) {
 			t.Errorf("%s.%s is privileged", gk[1], gk[0])
 		}
 	}
@@ -341,7 +343,7 @@ func TestConfigSecretFanOut(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if r := cfg.Resources[0]; !IsSecret(r.Group, r.Kind) || !r.FanOutEnabled() || !r.AllowPrivileged {
+				if r := cfg.Resources[0]; !fleetspec.IsSecret(r.Group, r.Kind) || !r.FanOutEnabled() || !r.AllowPrivileged {
 					t.Fatalf("decoded %+v", r)
 				}
 				return
@@ -356,8 +358,8 @@ func TestConfigSecretFanOut(t *testing.T) {
 			}
 		})
 	}
-	if IsSecret("apps", "Secret") || IsSecret("", "ConfigMap") || !IsSecret("", "Secret") {
-		t.Error("IsSecret names the wrong kind")
+	if fleetspec.IsSecret("apps", "Secret") || fleetspec.IsSecret("", "ConfigMap") || !fleetspec.IsSecret("", "Secret") {
+		t.Error("fleetspec.IsSecret names the wrong kind")
 	}
 }
 
@@ -450,13 +452,13 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted config no longer validates: %v", err)
 		}
 		for i, r := range cfg.Resources {
-			if IsPrivileged(r.Group, r.Kind) && !r.AllowPrivileged {
+			if fleetspec.IsPrivileged(r.Group, r.Kind) && !r.AllowPrivileged {
 				t.Fatalf("resources[%d] %s.%s accepted without allowPrivileged", i, r.Kind, r.Group)
 			}
-			if isDenied(r.Group, r.Kind) {
+			if fleetspec.IsDenied(r.Group, r.Kind) {
 				t.Fatalf("resources[%d] %s accepted", i, r.Kind)
 			}
-			if IsSecret(r.Group, r.Kind) && (!r.FanOutEnabled() || !r.AllowPrivileged || len(r.Secrets) > 0) {
+			if fleetspec.IsSecret(r.Group, r.Kind) && (!r.FanOutEnabled() || !r.AllowPrivileged || len(r.Secrets) > 0) {
 				t.Fatalf("resources[%d] Secret accepted without fan-out and allowPrivileged, or with secrets: %+v", i, r)
 			}
 			if r.Adoption != AdoptionRefuse && r.Adoption != AdoptionAdopt {
@@ -464,7 +466,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		protected := cfg.ProtectedNamespaces()
-		for _, ns := range append(append(slices.Clone(SystemNamespaces), cfg.LeaderElection.Namespace), cfg.Shard.ExcludedNamespaces...) {
+		for _, ns := range append(append(slices.Clone(fleetspec.SystemNamespaces), cfg.LeaderElection.Namespace), cfg.Shard.ExcludedNamespaces...) {
 			if !slices.Contains(protected, ns) {
 				t.Fatalf("namespace %q not protected (%v)", ns, protected)
 			}

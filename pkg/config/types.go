@@ -5,57 +5,49 @@ package config
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 // APIVersion and Kind identify an agent configuration file.
 const (
-	APIVersion = "regionsync.dev/v1alpha1"
+	APIVersion = fleetspec.APIVersion
 	Kind       = "AgentConfig"
+)
+
+// The fleet's vocabulary the file shares with the library and the hub (internal/fleetspec): shards,
+// kinds to sync and how, leases, tracing.
+type (
+	// ShardConfig is the shard definition.
+	ShardConfig = fleetspec.Shard
+	// ResourceConfig is one kind to sync.
+	ResourceConfig = fleetspec.Resource
+	// FanOutConfig configures namespace fan-out for one kind.
+	FanOutConfig = fleetspec.FanOut
+	// LeaseTimings times a Lease.
+	LeaseTimings = fleetspec.LeaseTimings
+	// LeaderElectionConfig configures the local leader election.
+	LeaderElectionConfig = fleetspec.LeaderElection
+	// TracingConfig configures the OTLP trace exporter.
+	TracingConfig = fleetspec.Tracing
+	// Strategy says how spec is written to the local copy.
+	Strategy = fleetspec.Strategy
+	// AdoptionPolicy says what happens to a pre-existing, unmarked local object.
+	AdoptionPolicy = fleetspec.AdoptionPolicy
+	// ValidationError lists every invalid field of a configuration, one per line.
+	ValidationError = fleetspec.ValidationError
+)
+
+// The strategies and adoption policies a resource may name.
+const (
+	StrategyReplace = fleetspec.StrategyReplace
+	StrategyApply   = fleetspec.StrategyApply
+	AdoptionAdopt   = fleetspec.AdoptionAdopt
+	AdoptionRefuse  = fleetspec.AdoptionRefuse
 )
 
 // TypeMeta is the apiVersion and kind every configuration file carries.
 func TypeMeta() metav1.TypeMeta { return metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind} }
-
-// Defaults applied by Default.
-const (
-	DefaultAnnotationDomain    = "regionsync.dev"
-	DefaultManagementNamespace = "regionsync-system"
-	DefaultLeaderNamespace     = "regionsync-system"
-	DefaultConcurrency         = 4
-	DefaultDeletionMaxFraction = 0.5
-	DefaultDeletionMinObjects  = 10
-	DefaultMetricsAddr         = ":8080"
-	DefaultHealthAddr          = ":8081"
-	DefaultSamplingRatio       = 1.0
-	// DefaultCredentialSecret is the regional Secret the management kubeconfig is mounted from
-	// (the overlays' name), and DefaultCredentialSecretKey its key.
-	DefaultCredentialSecret    = "regionsync-management-kubeconfig"
-	DefaultCredentialSecretKey = "kubeconfig"
-)
-
-// Strategy says how spec is written to the local copy.
-type Strategy string
-
-const (
-	// StrategyReplace makes the local copy exactly the remote's; local drift is reverted.
-	StrategyReplace Strategy = "Replace"
-	// StrategyApply uses server-side apply with field manager "regionsync"; fields owned by
-	// local controllers survive.
-	StrategyApply Strategy = "Apply"
-)
-
-// AdoptionPolicy says what happens to a pre-existing, unmarked local object at a mapped name
-// (outside a namespace the agent created for that very object, whose objects are always its own).
-type AdoptionPolicy string
-
-const (
-	// AdoptionAdopt marks the object as managed and syncs it: a management user can then
-	// overwrite, upload the secrets of and later delete an object the region made. Opt-in.
-	AdoptionAdopt AdoptionPolicy = "Adopt"
-	// AdoptionRefuse (the default) leaves the object alone, uploads none of its secrets and
-	// reports a Warning event.
-	AdoptionRefuse AdoptionPolicy = "Refuse"
-)
 
 // AgentConfig is the whole configuration file of one regional agent.
 type AgentConfig struct {
@@ -127,10 +119,10 @@ type CredentialRenewalConfig struct {
 	// Enabled turns the renewal on.
 	Enabled bool `json:"enabled,omitempty"`
 	// SecretName and SecretNamespace name the regional Secret holding the management kubeconfig
-	// (defaults: DefaultCredentialSecret in leaderElection.namespace).
+	// (defaults: fleetspec.DefaultCredentialSecret in leaderElection.namespace).
 	SecretName      string `json:"secretName,omitempty"`
 	SecretNamespace string `json:"secretNamespace,omitempty"`
-	// SecretKey is the Secret's key holding the kubeconfig (default DefaultCredentialSecretKey).
+	// SecretKey is the Secret's key holding the kubeconfig (default fleetspec.DefaultCredentialSecretKey).
 	SecretKey string `json:"secretKey,omitempty"`
 	// Lifetime is requested for every new token (default: the lifetime of the token in use; at
 	// least 10m; the API server may cap it).
@@ -138,85 +130,6 @@ type CredentialRenewalConfig struct {
 	// RenewBefore: a token is renewed when less than this is left of it (default: a third of its
 	// lifetime, that is at two thirds of it).
 	RenewBefore metav1.Duration `json:"renewBefore,omitempty"`
-}
-
-// LeaseTimings times a Lease as client-go's leader election does: the holder renews every
-// RetryPeriod, gives up after failing to renew for RenewDeadline, and others may take the Lease
-// LeaseDuration after its last renewal.
-type LeaseTimings struct {
-	LeaseDuration metav1.Duration `json:"leaseDuration,omitempty"`
-	RenewDeadline metav1.Duration `json:"renewDeadline,omitempty"`
-	RetryPeriod   metav1.Duration `json:"retryPeriod,omitempty"`
-}
-
-// ShardConfig is the shard definition (docs/design/sync-rules.md#shard-and-name-mapping). Empty fields are no constraint.
-type ShardConfig struct {
-	// NamespacePrefix must start every remote and local namespace of the shard.
-	NamespacePrefix string `json:"namespacePrefix,omitempty"`
-	// RemoteResourceSuffix must end every remote object name; it is removed locally.
-	RemoteResourceSuffix string `json:"remoteResourceSuffix,omitempty"`
-	// RemoteNamespaceSuffix must end every remote namespace; it is replaced by LocalNamespaceSuffix.
-	RemoteNamespaceSuffix string `json:"remoteNamespaceSuffix,omitempty"`
-	// LocalNamespaceSuffix ends every local namespace of the shard.
-	LocalNamespaceSuffix string `json:"localNamespaceSuffix,omitempty"`
-	// LabelSelector narrows the shard server-side (objects that do not match are never cached).
-	// The shipped overlays select RegionLabel=<region>.
-	LabelSelector string `json:"labelSelector,omitempty"`
-	// ExcludedNamespaces are local namespaces the agent never creates, writes or deletes in,
-	// in addition to the built-in system namespaces (see ProtectedNamespaces).
-	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
-}
-
-// ResourceConfig is one kind to sync.
-type ResourceConfig struct {
-	Group   string `json:"group"`
-	Version string `json:"version"`
-	Kind    string `json:"kind"`
-	// Secrets names local Secrets, controlled by the local object, that are uploaded to
-	// "<name><remoteResourceSuffix>" in the remote namespace.
-	Secrets []string `json:"secrets,omitempty"`
-	// Strategy is Replace (default) or Apply.
-	Strategy Strategy `json:"strategy,omitempty"`
-	// Adoption is Refuse (default) or Adopt.
-	Adoption AdoptionPolicy `json:"adoption,omitempty"`
-	// AllowPrivileged must be true to sync a kind that grants privileges in the region (RBAC
-	// objects, ServiceAccounts, admission configuration, CRDs, APIServices, PriorityClasses,
-	// cluster-scoped kinds): whoever may write such objects on management then holds those
-	// privileges in the region. See PrivilegedKinds.
-	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
-	// DeletePropagation is used when deleting the local object (default Foreground).
-	DeletePropagation metav1.DeletionPropagation `json:"deletePropagation,omitempty"`
-	// Concurrency is the number of parallel reconciles for this kind (default 4).
-	Concurrency int `json:"concurrency,omitempty"`
-	// FanOut lets management objects of this kind ask for namespace fan-out (one copy in every
-	// matching local namespace); nil or disabled: such objects are refused as invalid.
-	FanOut *FanOutConfig `json:"fanOut,omitempty"`
-}
-
-// FanOutConfig configures namespace fan-out for one kind: a management object annotated
-// D/fan-out-namespaces gets one copy in every local namespace that matches the annotation's
-// label selector, inside the shard's namespace scope.
-type FanOutConfig struct {
-	// Enabled lets objects of the kind fan out. The agent then watches the region's namespaces
-	// (list and watch on namespaces in its RBAC).
-	Enabled bool `json:"enabled,omitempty"`
-	// WideSourceNamespaces are management namespaces whose objects may fan out beyond the
-	// shard's namespace scope: into every local namespace but the protected ones (system
-	// namespaces, the agent's own, the excluded ones). Empty: no source fans out wider.
-	WideSourceNamespaces []string `json:"wideSourceNamespaces,omitempty"`
-}
-
-// FanOutEnabled reports whether objects of the kind may fan out.
-func (r ResourceConfig) FanOutEnabled() bool { return r.FanOut != nil && r.FanOut.Enabled }
-
-// LeaderElectionConfig configures the local leader election (durations as in client-go).
-type LeaderElectionConfig struct {
-	// Enabled turns leader election on (default true; false only for single-replica test runs).
-	Enabled       *bool           `json:"enabled,omitempty"`
-	Namespace     string          `json:"namespace,omitempty"`
-	LeaseDuration metav1.Duration `json:"leaseDuration,omitempty"`
-	RenewDeadline metav1.Duration `json:"renewDeadline,omitempty"`
-	RetryPeriod   metav1.Duration `json:"retryPeriod,omitempty"`
 }
 
 // DeletionBudgetConfig bounds the local deletions the remote side causes, per kind: copies whose
@@ -248,12 +161,4 @@ type TelemetryConfig struct {
 	HeartbeatInterval metav1.Duration `json:"heartbeatInterval,omitempty"`
 	// Tracing configures OpenTelemetry traces.
 	Tracing TracingConfig `json:"tracing,omitempty"`
-}
-
-// TracingConfig configures the OTLP trace exporter. An empty endpoint (and no OTEL_* endpoint
-// variable) means tracing is off.
-type TracingConfig struct {
-	Endpoint      string   `json:"endpoint,omitempty"`
-	Insecure      bool     `json:"insecure,omitempty"`
-	SamplingRatio *float64 `json:"samplingRatio,omitempty"`
 }

@@ -23,11 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // ErrShardHeld is returned by Decommission when a live replica (one whose Lease has not
@@ -380,7 +380,7 @@ func (dc *decommissioner) otherShardOf(ctx context.Context, t *target) (string, 
 		if !slices.Contains(def.Kinds, shard.KindName(t.gvk)) {
 			continue
 		}
-		m, err := shard.NewMapper(config.ShardConfig{NamespacePrefix: def.NamespacePrefix, RemoteNamespaceSuffix: def.RemoteNamespaceSuffix,
+		m, err := shard.NewMapper(fleetspec.Shard{NamespacePrefix: def.NamespacePrefix, RemoteNamespaceSuffix: def.RemoteNamespaceSuffix,
 			RemoteResourceSuffix: def.RemoteResourceSuffix, LabelSelector: def.LabelSelector})
 		if err != nil {
 			return def.Region, nil // unreadable selector: assume it may hold the object

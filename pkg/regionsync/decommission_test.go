@@ -22,7 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -116,7 +116,7 @@ func TestDecommissionReleasesRegionFinalizers(t *testing.T) {
 	// c leaves the shard (relabelled): its copy is kept and reported, its finalizer stays. d
 	// moves into the shard another region recorded on its Lease (dc-south, same finalizer key).
 	south := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Namespace: config.DefaultManagementNamespace, Name: "region-dc-south",
+		Namespace: fleetspec.DefaultManagementNamespace, Name: "region-dc-south",
 		Labels:      map[string]string{"regionsync.dev/shard-lease": "true"},
 		Annotations: map[string]string{"regionsync.dev/shard": `{"region":"dc-south","labelSelector":"` + regionKey + `=dc-south","kinds":["Tenant.demo.regionsync.dev"]}`},
 	}}
@@ -160,7 +160,7 @@ func TestDecommissionReleasesRegionFinalizers(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped <- nil // for the deferred receive
-	leaseKey := client.ObjectKey{Namespace: config.DefaultManagementNamespace, Name: "region-" + regionName}
+	leaseKey := client.ObjectKey{Namespace: fleetspec.DefaultManagementNamespace, Name: "region-" + regionName}
 	lease := &coordinationv1.Lease{}
 	if err := management.Client.Get(bg, leaseKey, lease); err != nil {
 		t.Fatalf("shard Lease: %v", err)

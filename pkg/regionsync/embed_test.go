@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	management, region = fleet.Cluster("management"), fleet.Cluster("region")
-	if err := management.Client.Create(base, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}}); err != nil {
+	if err := management.Client.Create(base, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultManagementNamespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
@@ -154,27 +155,27 @@ type Shard struct {
 }
 
 // Strategy says how spec is written to the local copy.
-type Strategy = config.Strategy
+type Strategy = fleetspec.Strategy
 
 // The strategies.
 const (
 	// StrategyReplace makes the local copy exactly the remote's; local drift is reverted.
-	StrategyReplace = config.StrategyReplace
+	StrategyReplace = fleetspec.StrategyReplace
 	// StrategyApply writes with server-side apply (field manager "regionsync"); fields owned by
 	// local controllers survive.
-	StrategyApply = config.StrategyApply
+	StrategyApply = fleetspec.StrategyApply
 )
 
 // Adoption says what happens to a pre-existing, unmarked local object at a mapped name.
-type Adoption = config.AdoptionPolicy
+type Adoption = fleetspec.AdoptionPolicy
 
 // The adoption policies.
 const (
 	// AdoptionRefuse leaves an unmarked object alone and reports it (unless it lives in a
 	// namespace created for it by regionsync or sync-controller: that is taken over in place).
-	AdoptionRefuse = config.AdoptionRefuse
+	AdoptionRefuse = fleetspec.AdoptionRefuse
 	// AdoptionAdopt marks the object as managed and syncs it.
-	AdoptionAdopt = config.AdoptionAdopt
+	AdoptionAdopt = fleetspec.AdoptionAdopt
 )
 
 // Resource is one kind to sync.
@@ -209,7 +210,7 @@ type Resource struct {
 
 // FanOut configures namespace fan-out for one kind: Enabled, and the management namespaces
 // whose objects may fan out beyond the shard's namespace scope (WideSourceNamespaces).
-type FanOut = config.FanOutConfig
+type FanOut = fleetspec.FanOut
 
 // DeletionBudget bounds the local deletions caused by objects vanishing from management.
 type DeletionBudget struct {
@@ -311,26 +312,26 @@ func withUserAgent(cfg *rest.Config, region, version string) *rest.Config {
 // withDefaults returns o with every unset field at its default: the one place the library's
 // defaults are applied (their values are pkg/config's, documented with the configuration file).
 func (o Options) withDefaults() Options {
-	o.AnnotationDomain = cmp.Or(o.AnnotationDomain, config.DefaultAnnotationDomain)
-	o.Management.Namespace = cmp.Or(o.Management.Namespace, config.DefaultManagementNamespace)
+	o.AnnotationDomain = cmp.Or(o.AnnotationDomain, fleetspec.DefaultAnnotationDomain)
+	o.Management.Namespace = cmp.Or(o.Management.Namespace, fleetspec.DefaultManagementNamespace)
 	o.Claim.Scope = cmp.Or(o.Claim.Scope, ClaimPerReplica)
-	o.Claim.FleetNamespace = cmp.Or(o.Claim.FleetNamespace, config.DefaultLeaderNamespace)
-	o.Claim.LeaseDuration = cmp.Or(o.Claim.LeaseDuration, config.DefaultClaimLeaseDuration)
-	o.Claim.RenewDeadline = cmp.Or(o.Claim.RenewDeadline, config.DefaultClaimRenewDeadline)
-	o.Claim.RetryPeriod = cmp.Or(o.Claim.RetryPeriod, config.DefaultClaimRetryPeriod)
-	o.DeletionBudget.MaxFraction = cmp.Or(o.DeletionBudget.MaxFraction, config.DefaultDeletionMaxFraction)
+	o.Claim.FleetNamespace = cmp.Or(o.Claim.FleetNamespace, fleetspec.DefaultLeaderNamespace)
+	o.Claim.LeaseDuration = cmp.Or(o.Claim.LeaseDuration, fleetspec.DefaultClaimLeaseDuration)
+	o.Claim.RenewDeadline = cmp.Or(o.Claim.RenewDeadline, fleetspec.DefaultClaimRenewDeadline)
+	o.Claim.RetryPeriod = cmp.Or(o.Claim.RetryPeriod, fleetspec.DefaultClaimRetryPeriod)
+	o.DeletionBudget.MaxFraction = cmp.Or(o.DeletionBudget.MaxFraction, fleetspec.DefaultDeletionMaxFraction)
 	if o.DeletionBudget.MinObjects == nil {
-		o.DeletionBudget.MinObjects = ptr.To(config.DefaultDeletionMinObjects)
+		o.DeletionBudget.MinObjects = ptr.To(fleetspec.DefaultDeletionMinObjects)
 	}
-	o.DeletionBudget.Window = cmp.Or(o.DeletionBudget.Window, config.DefaultDeletionWindow)
-	o.ResyncPeriod = cmp.Or(o.ResyncPeriod, config.DefaultResyncPeriod)
+	o.DeletionBudget.Window = cmp.Or(o.DeletionBudget.Window, fleetspec.DefaultDeletionWindow)
+	o.ResyncPeriod = cmp.Or(o.ResyncPeriod, fleetspec.DefaultResyncPeriod)
 	o.Version = cmp.Or(o.Version, "dev")
 	o.Management.Config = withUserAgent(o.Management.Config, o.Region, o.Version)
 	if r := o.Management.CredentialRenewal; r != nil {
 		c := *r // the host's value stays as it is
-		c.Secret.Name = cmp.Or(c.Secret.Name, config.DefaultCredentialSecret)
+		c.Secret.Name = cmp.Or(c.Secret.Name, fleetspec.DefaultCredentialSecret)
 		c.Secret.Namespace = cmp.Or(c.Secret.Namespace, o.Claim.FleetNamespace)
-		c.SecretKey = cmp.Or(c.SecretKey, config.DefaultCredentialSecretKey)
+		c.SecretKey = cmp.Or(c.SecretKey, fleetspec.DefaultCredentialSecretKey)
 		o.Management.CredentialRenewal = &c
 	}
 	o.Resources = slices.Clone(o.Resources)
@@ -339,7 +340,7 @@ func (o Options) withDefaults() Options {
 		r.Strategy = cmp.Or(r.Strategy, StrategyReplace)
 		r.Adoption = cmp.Or(r.Adoption, AdoptionRefuse) // a management user must not take over what the region made
 		r.DeletePropagation = cmp.Or(r.DeletePropagation, metav1.DeletePropagationForeground)
-		r.Concurrency = cmp.Or(r.Concurrency, config.DefaultConcurrency)
+		r.Concurrency = cmp.Or(r.Concurrency, fleetspec.DefaultConcurrency)
 	}
 	return o
 }
@@ -355,20 +356,20 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 	if o.Management.Config == nil {
 		errs = append(errs, field.Required(field.NewPath("management", "config"), "the management cluster's client config"))
 	}
-	errs = append(errs, config.ValidateDNSLabel(field.NewPath("region"), o.Region)...)
-	errs = append(errs, config.ValidateAnnotationDomain(field.NewPath("annotationDomain"), o.AnnotationDomain)...)
-	errs = append(errs, config.ValidateDNSLabel(field.NewPath("management", "namespace"), o.Management.Namespace)...)
-	errs = append(errs, config.ValidateClusterID(field.NewPath("management", "clusterID"), o.Management.ClusterID)...)
-	errs = append(errs, config.ValidateStartJitter(field.NewPath("management", "startJitter"), o.Management.StartJitter)...)
+	errs = append(errs, fleetspec.ValidateDNSLabel(field.NewPath("region"), o.Region)...)
+	errs = append(errs, fleetspec.ValidateAnnotationDomain(field.NewPath("annotationDomain"), o.AnnotationDomain)...)
+	errs = append(errs, fleetspec.ValidateDNSLabel(field.NewPath("management", "namespace"), o.Management.Namespace)...)
+	errs = append(errs, fleetspec.ValidateClusterID(field.NewPath("management", "clusterID"), o.Management.ClusterID)...)
+	errs = append(errs, fleetspec.ValidateStartJitter(field.NewPath("management", "startJitter"), o.Management.StartJitter)...)
 	if r := o.Management.CredentialRenewal; r != nil {
-		errs = append(errs, config.ValidateCredentialRenewal(field.NewPath("management", "credentialRenewal"),
+		errs = append(errs, fleetspec.ValidateCredentialRenewal(field.NewPath("management", "credentialRenewal"),
 			r.Secret.Name, r.Secret.Namespace, r.SecretKey, r.Lifetime, r.RenewBefore)...)
 	}
 	s := &syncer.Settings{
 		Region: o.Region, AnnotationDomain: o.AnnotationDomain,
 		ManagementNamespace: o.Management.Namespace, ClusterID: o.Management.ClusterID,
 		FleetNamespace: o.Claim.FleetNamespace,
-		Shard: config.ShardConfig{
+		Shard: fleetspec.Shard{
 			NamespacePrefix:       o.Shard.NamespacePrefix,
 			RemoteResourceSuffix:  o.Shard.RemoteResourceSuffix,
 			RemoteNamespaceSuffix: o.Shard.RemoteNamespaceSuffix,
@@ -382,7 +383,7 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 		StartJitter:       o.Management.StartJitter,
 		Claim:             syncer.LeaseTimings{LeaseDuration: o.Claim.LeaseDuration, RenewDeadline: o.Claim.RenewDeadline, RetryPeriod: o.Claim.RetryPeriod},
 	}
-	errs = append(errs, config.ValidateShard(field.NewPath("shard"), &s.Shard)...)
+	errs = append(errs, fleetspec.ValidateShard(field.NewPath("shard"), &s.Shard)...)
 	typed := map[schema.GroupVersionKind]bool{}
 	rp := field.NewPath("resources")
 	for i, r := range o.Resources {
@@ -404,7 +405,7 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 			}
 			typed[gvk] = true
 		}
-		s.Resources = append(s.Resources, config.ResourceConfig{
+		s.Resources = append(s.Resources, fleetspec.Resource{
 			Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
 			Secrets: r.Secrets, Strategy: r.Strategy, Adoption: r.Adoption,
 			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,
@@ -412,21 +413,21 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 		})
 	}
 	if len(s.Resources) == len(o.Resources) { // indexes match: every kind was named
-		errs = append(errs, config.ValidateResources(rp, s.Resources)...)
+		errs = append(errs, fleetspec.ValidateResources(rp, s.Resources)...)
 	}
-	errs = append(errs, config.ValidateDeletionBudget(field.NewPath("deletionBudget"), o.DeletionBudget.MaxFraction, *o.DeletionBudget.MinObjects, o.DeletionBudget.Window)...)
-	errs = append(errs, config.ValidateResyncPeriod(field.NewPath("resyncPeriod"), o.ResyncPeriod)...)
-	errs = append(errs, config.ValidateHeartbeatInterval(field.NewPath("heartbeatInterval"), o.HeartbeatInterval)...)
+	errs = append(errs, fleetspec.ValidateDeletionBudget(field.NewPath("deletionBudget"), o.DeletionBudget.MaxFraction, *o.DeletionBudget.MinObjects, o.DeletionBudget.Window)...)
+	errs = append(errs, fleetspec.ValidateResyncPeriod(field.NewPath("resyncPeriod"), o.ResyncPeriod)...)
+	errs = append(errs, fleetspec.ValidateHeartbeatInterval(field.NewPath("heartbeatInterval"), o.HeartbeatInterval)...)
 	cp := field.NewPath("claim")
 	switch o.Claim.Scope {
 	case ClaimPerReplica, ClaimPerFleet:
 	default:
 		errs = append(errs, field.NotSupported(cp.Child("scope"), o.Claim.Scope, []ClaimScope{ClaimPerReplica, ClaimPerFleet}))
 	}
-	errs = append(errs, config.ValidateDNSLabel(cp.Child("fleetNamespace"), o.Claim.FleetNamespace)...)
-	errs = append(errs, config.ValidateLeaseTimings(cp, o.Claim.LeaseDuration, o.Claim.RenewDeadline, o.Claim.RetryPeriod)...)
+	errs = append(errs, fleetspec.ValidateDNSLabel(cp.Child("fleetNamespace"), o.Claim.FleetNamespace)...)
+	errs = append(errs, fleetspec.ValidateLeaseTimings(cp, o.Claim.LeaseDuration, o.Claim.RenewDeadline, o.Claim.RetryPeriod)...)
 	if len(errs) > 0 {
-		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidOptions, &config.ValidationError{Errors: errs})
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidOptions, &fleetspec.ValidationError{Errors: errs})
 	}
 	return s, typed, nil
 }

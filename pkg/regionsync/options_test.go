@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -42,16 +43,16 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &syncer.Settings{
-		Region: "us-east-1", AnnotationDomain: config.DefaultAnnotationDomain,
-		ManagementNamespace: config.DefaultManagementNamespace, FleetNamespace: config.DefaultLeaderNamespace,
-		Resources: []config.ResourceConfig{{
-			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant", Strategy: config.StrategyReplace,
-			Adoption: config.AdoptionRefuse, DeletePropagation: "Foreground", Concurrency: config.DefaultConcurrency,
+		Region: "us-east-1", AnnotationDomain: fleetspec.DefaultAnnotationDomain,
+		ManagementNamespace: fleetspec.DefaultManagementNamespace, FleetNamespace: fleetspec.DefaultLeaderNamespace,
+		Resources: []fleetspec.Resource{{
+			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant", Strategy: fleetspec.StrategyReplace,
+			Adoption: fleetspec.AdoptionRefuse, DeletePropagation: "Foreground", Concurrency: fleetspec.DefaultConcurrency,
 		}},
-		DeletionBudget:    budget.Budget{MaxFraction: config.DefaultDeletionMaxFraction, MinObjects: config.DefaultDeletionMinObjects, Window: config.DefaultDeletionWindow},
-		ResyncPeriod:      config.DefaultResyncPeriod,
-		HeartbeatInterval: config.DefaultHeartbeatInterval,
-		Claim:             syncer.LeaseTimings{LeaseDuration: config.DefaultClaimLeaseDuration, RenewDeadline: config.DefaultClaimRenewDeadline, RetryPeriod: config.DefaultClaimRetryPeriod},
+		DeletionBudget:    budget.Budget{MaxFraction: fleetspec.DefaultDeletionMaxFraction, MinObjects: fleetspec.DefaultDeletionMinObjects, Window: fleetspec.DefaultDeletionWindow},
+		ResyncPeriod:      fleetspec.DefaultResyncPeriod,
+		HeartbeatInterval: fleetspec.DefaultHeartbeatInterval,
+		Claim:             syncer.LeaseTimings{LeaseDuration: fleetspec.DefaultClaimLeaseDuration, RenewDeadline: fleetspec.DefaultClaimRenewDeadline, RetryPeriod: fleetspec.DefaultClaimRetryPeriod},
 	}
 	if diff := settingsDiff(s, want); diff != "" {
 		t.Fatal(diff)
@@ -127,11 +128,11 @@ telemetry: {heartbeatInterval: 45s}
 	want := &syncer.Settings{
 		Region: "eu-west-1", AnnotationDomain: "cloud.teleport.dev", ManagementNamespace: "fleet",
 		ClusterID: "0b3c6f3e-8f55-4a8e-9d7c-2f0e6c1d9a11", FleetNamespace: "agents",
-		Shard: config.ShardConfig{NamespacePrefix: "tenant-", RemoteResourceSuffix: "-eu", RemoteNamespaceSuffix: "-mgmt",
+		Shard: fleetspec.Shard{NamespacePrefix: "tenant-", RemoteResourceSuffix: "-eu", RemoteNamespaceSuffix: "-mgmt",
 			LocalNamespaceSuffix: "-local", LabelSelector: "regionsync.dev/region=eu-west-1", ExcludedNamespaces: []string{"istio-system"}},
-		Resources: []config.ResourceConfig{{
+		Resources: []fleetspec.Resource{{
 			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant", Secrets: []string{"token"},
-			Strategy: config.StrategyApply, Adoption: config.AdoptionAdopt, DeletePropagation: "Background", Concurrency: 9,
+			Strategy: fleetspec.StrategyApply, Adoption: fleetspec.AdoptionAdopt, DeletePropagation: "Background", Concurrency: 9,
 		}},
 		DeletionBudget:    budget.Budget{MaxFraction: 0.25, MinObjects: 3, Window: 7 * time.Minute},
 		ResyncPeriod:      11 * time.Minute,
@@ -170,7 +171,7 @@ leaderElection: {namespace: agents}
 		want    CredentialRenewal
 	}{
 		"defaults": {", credentialRenewal: {enabled: true}", CredentialRenewal{
-			Secret: types.NamespacedName{Namespace: "agents", Name: config.DefaultCredentialSecret}, SecretKey: config.DefaultCredentialSecretKey}},
+			Secret: types.NamespacedName{Namespace: "agents", Name: fleetspec.DefaultCredentialSecret}, SecretKey: fleetspec.DefaultCredentialSecretKey}},
 		"every field": {", credentialRenewal: {enabled: true, secretName: kc, secretNamespace: ops, secretKey: config, lifetime: 48h, renewBefore: 12h}", CredentialRenewal{
 			Secret: types.NamespacedName{Namespace: "ops", Name: "kc"}, SecretKey: "config", Lifetime: 48 * time.Hour, RenewBefore: 12 * time.Hour}},
 	} {
@@ -186,7 +187,7 @@ leaderElection: {namespace: agents}
 	o.Claim.FleetNamespace = "agents"
 	o.Management.CredentialRenewal = &CredentialRenewal{}
 	if r := o.withDefaults().Management.CredentialRenewal; *r != (CredentialRenewal{
-		Secret: types.NamespacedName{Namespace: "agents", Name: config.DefaultCredentialSecret}, SecretKey: config.DefaultCredentialSecretKey}) {
+		Secret: types.NamespacedName{Namespace: "agents", Name: fleetspec.DefaultCredentialSecret}, SecretKey: fleetspec.DefaultCredentialSecretKey}) {
 		t.Fatalf("library defaults %+v", r)
 	}
 	if *o.Management.CredentialRenewal != (CredentialRenewal{}) {

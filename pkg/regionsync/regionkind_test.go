@@ -15,7 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -38,7 +38,7 @@ func TestRegionKindMissing(t *testing.T) {
 	t.Cleanup(func() { _ = fleet.Stop() })
 	bare := fleet.Cluster("bare-management")
 	bg := context.Background()
-	if err := bare.Client.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}}); err != nil {
+	if err := bare.Client.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultManagementNamespace}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -17,7 +17,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 )
 
@@ -54,7 +54,7 @@ func TestShardRegistration(t *testing.T) {
 		c := s.Claim()
 		return c.Reason == regionsyncv1alpha1.ReasonShardNotRegistered && strings.Contains(c.Message, `shard.remoteResourceSuffix: configured "-rgs", registered "-south"`), nil
 	})
-	lease := client.ObjectKey{Namespace: config.DefaultManagementNamespace, Name: "region-" + name}
+	lease := client.ObjectKey{Namespace: fleetspec.DefaultManagementNamespace, Name: "region-" + name}
 	time.Sleep(2 * time.Second)
 	if err := management.Client.Get(bg, lease, &coordinationv1.Lease{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("shard Lease while refused: %v", err)

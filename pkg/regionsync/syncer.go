@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/regionsync/regionsync/internal/credential"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
@@ -210,16 +211,16 @@ func compactedKinds(opts Options) []schema.GroupVersionKind {
 
 // ManagementConfig loads the management cluster's client config from the kubeconfig file the
 // configuration names, with the configured client limits (by default none: API Priority and
-// Fairness on management protects it; see config.DefaultManagementQPS).
+// Fairness on management protects it; see fleetspec.DefaultManagementQPS).
 func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Management.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("management.kubeconfig %s: %w", cfg.Management.Kubeconfig, err)
 	}
-	rc.QPS = config.DefaultManagementQPS
+	rc.QPS = fleetspec.DefaultManagementQPS
 	if cfg.Management.QPS > 0 {
 		rc.QPS = cfg.Management.QPS
-		rc.Burst = int(cfg.Management.QPS * config.DefaultManagementBurstPerQPS)
+		rc.Burst = int(cfg.Management.QPS * fleetspec.DefaultManagementBurstPerQPS)
 	}
 	if cfg.Management.Burst > 0 {
 		rc.Burst = cfg.Management.Burst

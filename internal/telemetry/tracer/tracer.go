@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/utils/ptr"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 // ServiceName is the OpenTelemetry service.name of the agent.
@@ -26,7 +26,7 @@ const ServiceName = "regionsync-agent"
 
 // TracingEnabled reports whether traces are exported: an endpoint in the configuration or in the
 // standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variables, and OTEL_SDK_DISABLED not "true".
-func TracingEnabled(t config.TracingConfig) bool {
+func TracingEnabled(t fleetspec.Tracing) bool {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return false
 	}
@@ -42,7 +42,7 @@ type Identity struct {
 
 // NewTracerProvider returns the agent's tracer provider and its shutdown function. With tracing
 // off it is a no-op provider: no exporter, no span is ever recorded.
-func NewTracerProvider(ctx context.Context, t config.TracingConfig, id Identity) (trace.TracerProvider, func(context.Context) error, error) {
+func NewTracerProvider(ctx context.Context, t fleetspec.Tracing, id Identity) (trace.TracerProvider, func(context.Context) error, error) {
 	if !TracingEnabled(t) {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
@@ -64,7 +64,7 @@ func NewTracerProvider(ctx context.Context, t config.TracingConfig, id Identity)
 	if err != nil {
 		return nil, nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
-	return newSDKProvider(sdktrace.NewBatchSpanProcessor(exporter), ptr.Deref(t.SamplingRatio, config.DefaultSamplingRatio), id)
+	return newSDKProvider(sdktrace.NewBatchSpanProcessor(exporter), ptr.Deref(t.SamplingRatio, fleetspec.DefaultSamplingRatio), id)
 }
 
 // NewTestTracerProvider is NewTracerProvider with a given span processor (tests record spans in

@@ -15,9 +15,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 )
 
@@ -36,7 +36,7 @@ func main() {
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	// Traces go to the collector named by the standard OTEL_EXPORTER_OTLP_* variables, if any.
-	tp, shutdown, terr := tracer.NewTracerProvider(context.Background(), config.TracingConfig{SamplingRatio: &one},
+	tp, shutdown, terr := tracer.NewTracerProvider(context.Background(), fleetspec.Tracing{SamplingRatio: &one},
 		tracer.Identity{ServiceName: "tenant-operator", Region: *region, ClusterName: *region})
 	if err == nil {
 		err = terr

@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -28,12 +30,12 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 		TypeMeta:   config.TypeMeta(),
 		Region:     region,
 		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig},
-		Shard: config.ShardConfig{
+		Shard: fleetspec.Shard{
 			NamespacePrefix:      "tenant-",
 			RemoteResourceSuffix: "-" + region,
-			LabelSelector:        config.RegionLabel + "=" + region,
+			LabelSelector:        regionsyncv1alpha1.RegionLabel + "=" + region,
 		},
-		Resources: []config.ResourceConfig{{
+		Resources: []fleetspec.Resource{{
 			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant",
 			Secrets: []string{tenantoperator.TokenSecretName},
 		}},

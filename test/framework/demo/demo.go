@@ -30,9 +30,9 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/otlpsink"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -195,7 +195,7 @@ func (d *demoRun) startProcesses() error {
 		}
 		d.agents = append(d.agents, op)
 		// The agents elect a leader through a Lease in this namespace.
-		if err := c.Client.Create(d.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultLeaderNamespace}}); err != nil {
+		if err := c.Client.Create(d.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultLeaderNamespace}}); err != nil {
 			return err
 		}
 		a, err := startAgent(d.opts.AgentBinary, filepath.Join(d.dir, region), c, agentConfig(region, i, d.mgmt.Kubeconfig), tracingEnv(d.recv.Endpoint(), "agent-"+region))
@@ -219,7 +219,7 @@ func (d *demoRun) roundTrips(tracer trace.Tracer) error {
 		return err
 	}
 	d.traces = traces
-	keys := shard.NewKeys(config.DefaultAnnotationDomain)
+	keys := shard.NewKeys(fleetspec.DefaultAnnotationDomain)
 	for _, region := range Regions {
 		if err := showRoundTrip(d.ctx, d.say, d.mgmt.Client, d.fleet.Cluster(region).Client, region, keys); err != nil {
 			for _, a := range d.agents {
@@ -323,7 +323,7 @@ func (d *demoRun) serve(usr1 <-chan os.Signal) error {
 // prepareManagement creates what the operator sets up on management before adding regions: the
 // namespace of the shard Leases and one Region object per region.
 func prepareManagement(ctx context.Context, mgmt client.Client) error {
-	if err := mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultManagementNamespace}}); err != nil {
+	if err := mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultManagementNamespace}}); err != nil {
 		return err
 	}
 	for _, region := range Regions {
@@ -362,7 +362,7 @@ func createDemoTenants(ctx context.Context, mgmt client.Client, tracer trace.Tra
 	traces := map[string]trace.TraceID{}
 	for _, region := range Regions {
 		// Labelled for the region, as management-side tooling does: the agents select on it.
-		labels := map[string]string{config.RegionLabel: region}
+		labels := map[string]string{regionsyncv1alpha1.RegionLabel: region}
 		name := "acme-" + region
 		sctx, span := tracer.Start(ctx, "create tenant "+DemoNamespace+"/"+name, trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithAttributes(attribute.String("regionsync.remote", DemoNamespace+"/"+name)))

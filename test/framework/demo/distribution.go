@@ -21,9 +21,9 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 )
 
@@ -54,7 +54,7 @@ func regionShard(region string) *regionsyncv1alpha1.RegionShard {
 // startHub writes the hub's configuration and starts bin/hub against management.
 func (d *demoRun) startHub() error {
 	cfg := hub.Config{
-		TypeMeta:                  metav1.TypeMeta{APIVersion: config.APIVersion, Kind: hub.ConfigKind},
+		TypeMeta:                  metav1.TypeMeta{APIVersion: fleetspec.APIVersion, Kind: hub.ConfigKind},
 		DefaultServiceAccountName: placerSA,
 		Telemetry:                 hub.TelemetryConfig{MetricsAddr: "127.0.0.1:19190", HealthAddr: "127.0.0.1:19191"},
 	}

@@ -30,10 +30,10 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -71,7 +71,7 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenant := func(name, region string) *demov1alpha1.Tenant {
-		tn := &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: name, Labels: map[string]string{config.RegionLabel: region}},
+		tn := &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: name, Labels: map[string]string{regionsyncv1alpha1.RegionLabel: region}},
 			Spec: demov1alpha1.TenantSpec{DisplayName: name, Plan: "team"}}
 		if err := admin.Create(ctx, tn); err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	other.Finalizers = append(other.Finalizers, "example.com/keep")
 	denied("add another finalizer", us.Update(ctx, other))
 	relabel := fin.DeepCopy()
-	relabel.Labels[config.RegionLabel] = "eu"
+	relabel.Labels[regionsyncv1alpha1.RegionLabel] = "eu"
 	denied("relabel its own object", us.Update(ctx, relabel))
 	owned := fin.DeepCopy()
 	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "gone", UID: "6d1f0c52-3c38-4b1a-9d2e-5a8d3c0b7e41"}}
@@ -141,7 +141,7 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	event := func(name, region string) *corev1.Event {
 		ev := testEvent("tenant-a", name, own)
 		if region != "" {
-			ev.Labels = map[string]string{config.RegionLabel: region}
+			ev.Labels = map[string]string{regionsyncv1alpha1.RegionLabel: region}
 		}
 		return ev
 	}
@@ -161,7 +161,7 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	ownEvent := event("us-warning", "us")
 	allowed("create its own Event", us.Create(ctx, ownEvent))
 	allowed("patch its own Event", us.Patch(ctx, ownEvent, merge(`{"count":2}`)))
-	denied("give its own Event to another region", us.Patch(ctx, ownEvent.DeepCopy(), merge(`{"metadata":{"labels":{"`+config.RegionLabel+`":"eu"}}}`)))
+	denied("give its own Event to another region", us.Patch(ctx, ownEvent.DeepCopy(), merge(`{"metadata":{"labels":{"`+regionsyncv1alpha1.RegionLabel+`":"eu"}}}`)))
 	allowed("delete its own Event", us.Delete(ctx, ownEvent))
 
 	lease := func(name string) *coordinationv1.Lease {
@@ -340,14 +340,14 @@ func TestRegionCredentialAllowList(t *testing.T) {
 	ctx := context.Background()
 	const region = "us-east-1"
 	us := regionClients[region]
-	keys := shard.NewKeys(config.DefaultAnnotationDomain)
-	fanOutReport := config.DefaultAnnotationDomain + "/fan-out-report"
+	keys := shard.NewKeys(fleetspec.DefaultAnnotationDomain)
+	fanOutReport := fleetspec.DefaultAnnotationDomain + "/fan-out-report"
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-acme"}}); err != nil {
 		t.Fatal(err)
 	}
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: "tenant-acme", Name: name + "-" + region,
-			Labels: map[string]string{config.RegionLabel: region}, Annotations: map[string]string{"example.com/team": "payments"}}
+			Labels: map[string]string{regionsyncv1alpha1.RegionLabel: region}, Annotations: map[string]string{"example.com/team": "payments"}}
 	}
 	tenant := &demov1alpha1.Tenant{ObjectMeta: meta("acme"), Spec: demov1alpha1.TenantSpec{DisplayName: "Acme", Plan: "team"}}
 	dropIn := &demov1alpha1.Tenant{ObjectMeta: meta("legacy"), Spec: demov1alpha1.TenantSpec{DisplayName: "Legacy", Plan: "team"}}
@@ -356,7 +356,7 @@ func TestRegionCredentialAllowList(t *testing.T) {
 	pull := &corev1.Secret{ObjectMeta: meta("pull"), Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"auth": []byte("registry")}}
 	pull.Annotations[keys.FanOutNamespaces] = "*"
 	otherPull := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-acme", Name: "pull-eu-west-1",
-		Labels: map[string]string{config.RegionLabel: "eu-west-1"}, Annotations: map[string]string{keys.FanOutNamespaces: "*"}}}
+		Labels: map[string]string{regionsyncv1alpha1.RegionLabel: "eu-west-1"}, Annotations: map[string]string{keys.FanOutNamespaces: "*"}}}
 	for _, o := range []client.Object{tenant, dropIn, cm, secret, pull, otherPull} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -585,7 +585,7 @@ func TestRegionCredentialEvents(t *testing.T) {
 	tenants := map[string]*demov1alpha1.Tenant{}
 	for _, r := range []string{a, b} {
 		tenants[r] = &demov1alpha1.Tenant{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-acme", Name: "acme-" + r,
-			Labels: map[string]string{config.RegionLabel: r}}, Spec: demov1alpha1.TenantSpec{DisplayName: "Acme", Plan: "team"}}
+			Labels: map[string]string{regionsyncv1alpha1.RegionLabel: r}}, Spec: demov1alpha1.TenantSpec{DisplayName: "Acme", Plan: "team"}}
 		if err := admin.Create(ctx, tenants[r]); err != nil {
 			t.Fatal(err)
 		}
@@ -610,7 +610,7 @@ func TestRegionCredentialEvents(t *testing.T) {
 		var found *corev1.Event
 		testenv.Eventually(t, fmt.Sprintf("%s's %s Event about %s with count %d", r, reason, obj.GetName(), count), 30*time.Second, func() error {
 			list := &corev1.EventList{}
-			if err := admin.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{config.RegionLabel: r}); err != nil {
+			if err := admin.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{regionsyncv1alpha1.RegionLabel: r}); err != nil {
 				return err
 			}
 			var seen []string
@@ -640,7 +640,7 @@ func TestRegionCredentialEvents(t *testing.T) {
 		ev := testEvent("tenant-acme", "", tenants[a])
 		ev.GenerateName = "forged-"
 		if r != "" {
-			ev.Labels = map[string]string{config.RegionLabel: r}
+			ev.Labels = map[string]string{regionsyncv1alpha1.RegionLabel: r}
 		}
 		return ev
 	}
@@ -656,7 +656,7 @@ func TestRegionCredentialEvents(t *testing.T) {
 			return us.Patch(ctx, bEvent.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, []byte(`{"count":7}`)))
 		}},
 		{"relabel b's Event as its own", byPolicy, func() error {
-			return us.Patch(ctx, bEvent.DeepCopy(), merge(`{"metadata":{"labels":{"`+config.RegionLabel+`":"`+a+`"}}}`))
+			return us.Patch(ctx, bEvent.DeepCopy(), merge(`{"metadata":{"labels":{"`+regionsyncv1alpha1.RegionLabel+`":"`+a+`"}}}`))
 		}},
 		{"patch another writer's Event", byPolicy, func() error {
 			return us.Patch(ctx, other.DeepCopy(), merge(`{"type":"Normal"}`))

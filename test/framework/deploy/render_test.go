@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 const regionsDir = "../../../deploy/regions"
@@ -75,11 +75,11 @@ func TestAgentOverlays(t *testing.T) {
 			if cfg.Shard.NamespacePrefix == "" {
 				t.Error("no shard.namespacePrefix")
 			}
-			if want := config.RegionLabel + "=" + region; cfg.Shard.LabelSelector != want {
+			if want := regionsyncv1alpha1.RegionLabel + "=" + region; cfg.Shard.LabelSelector != want {
 				t.Errorf("shard.labelSelector %q, want %q", cfg.Shard.LabelSelector, want)
 			}
 			for _, r := range cfg.Resources {
-				if r.Adoption != config.AdoptionRefuse || r.AllowPrivileged {
+				if r.Adoption != fleetspec.AdoptionRefuse || r.AllowPrivileged {
 					t.Errorf("resource %s: adoption %s, allowPrivileged %v", r.Kind, r.Adoption, r.AllowPrivileged)
 				}
 			}

@@ -14,9 +14,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/otlpsink"
 )
 
@@ -31,7 +31,7 @@ func newExporter(t *testing.T, endpoint string, id tracer.Identity) exporter {
 	t.Helper()
 	one := 1.0
 	tp, shutdown, err := tracer.NewTracerProvider(context.Background(),
-		config.TracingConfig{Endpoint: endpoint, Insecure: true, SamplingRatio: &one}, id)
+		fleetspec.Tracing{Endpoint: endpoint, Insecure: true, SamplingRatio: &one}, id)
 	if err != nil {
 		t.Fatal(err)
 	}

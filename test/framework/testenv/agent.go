@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
@@ -84,8 +85,8 @@ func TenantAgentConfig(region, suffix, managementKubeconfig string) *config.Agen
 		Region:   region,
 		// No start jitter: tests restart agents and wait for them (it has its own test).
 		Management: config.ManagementConfig{Kubeconfig: managementKubeconfig, StartJitter: &metav1.Duration{}},
-		Shard:      config.ShardConfig{RemoteResourceSuffix: suffix},
-		Resources:  []config.ResourceConfig{{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}},
+		Shard:      fleetspec.Shard{RemoteResourceSuffix: suffix},
+		Resources:  []fleetspec.Resource{{Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant"}},
 	}
 }
 

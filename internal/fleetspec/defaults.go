@@ -1,9 +1,9 @@
-package config
+package fleetspec
 
 import "time"
 
-// Defaults of the durations and client limits (Default fills the durations; the management
-// client limits apply where management.qps and management.burst are 0).
+// Defaults of the durations and client limits (the management client limits apply where
+// management.qps and management.burst are 0).
 const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
@@ -48,4 +48,21 @@ const (
 	// DefaultManagementBurstPerQPS sets management.burst, where it is 0 and management.qps is set,
 	// to this multiple of management.qps.
 	DefaultManagementBurstPerQPS = 2
+)
+
+// Defaults of the names, counts and addresses.
+const (
+	DefaultAnnotationDomain    = "regionsync.dev"
+	DefaultManagementNamespace = "regionsync-system"
+	DefaultLeaderNamespace     = "regionsync-system"
+	DefaultConcurrency         = 4
+	DefaultDeletionMaxFraction = 0.5
+	DefaultDeletionMinObjects  = 10
+	DefaultMetricsAddr         = ":8080"
+	DefaultHealthAddr          = ":8081"
+	DefaultSamplingRatio       = 1.0
+	// DefaultCredentialSecret is the regional Secret the management kubeconfig is mounted from
+	// (the overlays' name), and DefaultCredentialSecretKey its key.
+	DefaultCredentialSecret    = "regionsync-management-kubeconfig"
+	DefaultCredentialSecretKey = "kubeconfig"
 )
