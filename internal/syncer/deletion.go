@@ -378,3 +378,36 @@ func (r *Reconciler) census(ctx context.Context) (budget.Census, error) {
 	}
 	return c, nil
 }
+
+// deleteOrphan handles a copy whose remote object is gone: deleted, held or kept. An unmarked
+// object at the mapped name is taken over for its deletion when it is a copy sync-controller
+// left (takeOverForDeletion), and otherwise left alone.
+func (r *Reconciler) deleteOrphan(ctx context.Context, s *scope) (done bool, err error) {
+	if s.remote != nil {
+		return false, nil
+	}
+	s.state = stateGone
+	if s.local == nil && s.unmarked != nil {
+		var legacy bool
+		legacy, s.result, err = r.takeOverForDeletion(ctx, s.req.NamespacedName, nil, s.unmarked)
+		if legacy {
+			s.state = StatePending
+		}
+		return true, err
+	}
+	if s.local != nil {
+		s.state = StatePending
+	}
+	s.result, err = r.orphaned(ctx, s.req.NamespacedName, s.local)
+	return true, err
+}
+
+// followRemoteDeletion deletes the copy of a terminating remote object, then releases it.
+func (r *Reconciler) followRemoteDeletion(ctx context.Context, s *scope) (done bool, err error) {
+	if s.remote.GetDeletionTimestamp().IsZero() {
+		return false, nil
+	}
+	s.state = StatePending
+	s.result, err = r.remoteDeleting(ctx, s.remote, s.local, s.unmarked)
+	return true, err
+}

@@ -56,47 +56,6 @@ func specHash(remote *unstructured.Unstructured, keys shard.Keys, region string)
 	return jsonvalue.Hash(map[string]any{"content": content, "labels": labels, "annotations": annotations})
 }
 
-// desiredReplace returns the local object the Replace strategy writes: live (or a new object at
-// local when live is nil) with its content replaced by the remote's and the remote's labels and
-// annotations laid over its own. Labels and annotations that only the local side has are kept, so
-// local tooling (and the regional controller's trace context) survives.
-func desiredReplace(remote, live *unstructured.Unstructured, local types.NamespacedName, keys shard.Keys, region string) *unstructured.Unstructured {
-	var out *unstructured.Unstructured
-	if live != nil {
-		out = live.DeepCopy()
-		for k := range out.Object {
-			if isContentKey(k) {
-				delete(out.Object, k)
-			}
-		}
-		// status stays as it is: it is the local controller's (and ignored by Update when the
-		// kind has a status subresource).
-	} else {
-		out = newCopy(remote, local)
-	}
-	copyContent(out, remote)
-	labels, annotations := copiedMetadata(remote, keys, region)
-	outLabels, outAnnotations := out.GetLabels(), out.GetAnnotations()
-	// Keys copied before that the remote no longer has are removed; local-only keys stay.
-	if live != nil {
-		for _, entry := range strings.Split(live.GetAnnotations()[keys.CopiedKeys], ",") {
-			if k, ok := strings.CutPrefix(entry, "label:"); ok {
-				if _, still := labels[k]; !still {
-					delete(outLabels, k)
-				}
-			} else if k, ok := strings.CutPrefix(entry, "annotation:"); ok {
-				if _, still := annotations[k]; !still {
-					delete(outAnnotations, k)
-				}
-			}
-		}
-	}
-	annotations[keys.CopiedKeys] = copiedKeys(remote, keys)
-	out.SetLabels(merged(outLabels, labels))
-	out.SetAnnotations(merged(outAnnotations, annotations))
-	return out
-}
-
 // copiedKeys lists, sorted, the remote's label and annotation keys that flow down.
 func copiedKeys(remote *unstructured.Unstructured, keys shard.Keys) string {
 	var list []string
@@ -112,24 +71,6 @@ func copiedKeys(remote *unstructured.Unstructured, keys shard.Keys) string {
 	}
 	sort.Strings(list)
 	return strings.Join(list, ",")
-}
-
-// desiredApply returns the apply configuration the Apply strategy sends: only the fields the agent
-// owns (content, copied labels and annotations, its marks), plus the hash of that configuration.
-func desiredApply(remote *unstructured.Unstructured, local types.NamespacedName, keys shard.Keys, region string, marks *copyMarks) (*unstructured.Unstructured, string) {
-	out := newCopy(remote, local)
-	copyContent(out, remote)
-	labels, annotations := copiedMetadata(remote, keys, region)
-	if marks != nil {
-		maps.Copy(labels, marks.labels)
-		maps.Copy(annotations, marks.annotations)
-	}
-	out.SetLabels(labels)
-	out.SetAnnotations(annotations)
-	h := jsonvalue.Hash(out.Object)
-	annotations[keys.AppliedHash] = h
-	out.SetAnnotations(annotations)
-	return out, h
 }
 
 // copyMarks are marks a copy carries beyond the region's and the remote UID: a fan-out copy's
@@ -159,31 +100,6 @@ func copyContent(out, remote *unstructured.Unstructured) {
 			out.Object[k] = jsonvalue.DeepCopy(v)
 		}
 	}
-}
-
-// replaceInSync reports whether live already equals what Replace would write.
-func replaceInSync(remote, live *unstructured.Unstructured, keys shard.Keys, region string) bool {
-	if !contentEqual(remote.Object, live.Object) {
-		return false
-	}
-	labels, annotations := copiedMetadata(remote, keys, region)
-	return isSubMap(labels, live.GetLabels()) && isSubMap(annotations, live.GetAnnotations()) &&
-		live.GetAnnotations()[keys.CopiedKeys] == copiedKeys(remote, keys)
-}
-
-// applyInSync reports whether live already holds everything Apply would send: the same applied
-// configuration (the hash; a field removed on the remote changes it) and no drift on any field
-// of it.
-func applyInSync(desired *unstructured.Unstructured, hash string, live *unstructured.Unstructured, keys shard.Keys) bool {
-	if live.GetAnnotations()[keys.AppliedHash] != hash {
-		return false
-	}
-	for k, v := range desired.Object {
-		if isContentKey(k) && !jsonvalue.IsSubset(v, live.Object[k]) {
-			return false
-		}
-	}
-	return isSubMap(desired.GetLabels(), live.GetLabels()) && isSubMap(desired.GetAnnotations(), live.GetAnnotations())
 }
 
 // contentEqual compares the content fields (see isContentKey) of two objects.

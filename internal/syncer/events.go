@@ -106,3 +106,21 @@ func (r *EventRecorder) Eventf(regarding, _ runtime.Object, eventtype, reason, _
 
 // Shutdown stops the broadcaster; events recorded afterwards are dropped.
 func (r *EventRecorder) Shutdown() { r.broadcaster.Shutdown() }
+
+// Event reasons: every write decision a person may need to see.
+const (
+	ReasonCreated               = "Created"
+	ReasonNamespaceCreated      = "NamespaceCreated"
+	ReasonAdopted               = "Adopted"
+	ReasonAdoptionRefused       = "AdoptionRefused"
+	ReasonInvalidMapping        = "InvalidMapping"
+	ReasonProtectedNamespace    = "ProtectedNamespace"
+	ReasonDeleted               = "Deleted"
+	ReasonDeletionHeld          = "DeletionHeld"
+	ReasonOutOfShard            = "OutOfShard"
+	ReasonSecretTakeoverRefused = "SecretTakeoverRefused"
+	ReasonRemoteSecretMissing   = "RemoteSecretMissing"
+	ReasonStatusUploadFailed    = "StatusUploadFailed"
+	ReasonStatusRefused         = "StatusRefused"
+	ReasonWriteFight            = "WriteFight"
+)

@@ -467,15 +467,6 @@ func (r *Reconciler) recentlyRefused(copyKey types.NamespacedName) (time.Duratio
 	return 0, false
 }
 
-// copyInSync reports whether a live copy already is what the kind's strategy would write.
-func (r *Reconciler) copyInSync(remote *unstructured.Unstructured, copyKey types.NamespacedName, live *unstructured.Unstructured, marks *copyMarks) bool {
-	if r.Resource.Strategy == fleetspec.StrategyApply {
-		desired, hash := desiredApply(remote, copyKey, r.Keys, r.Region, marks)
-		return applyInSync(desired, hash, live, r.Keys)
-	}
-	return replaceInSync(remote, live, r.Keys, r.Region) && marks.on(live)
-}
-
 // fanOutPrune deletes, each within the deletion budget as one unit, the copies in namespaces that
 // no longer get one (a namespace that stopped matching, left the scope, or turned protected). A
 // terminating namespace's copy goes with it; a paused copy stays.

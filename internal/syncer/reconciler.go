@@ -20,18 +20,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/regionsync/regionsync/internal/fleetspec"
@@ -138,18 +134,6 @@ type Reconciler struct {
 	// retries backs off, per object, the retries after expected failures (outage.go).
 	retriesOnce sync.Once
 	retries     workqueue.TypedRateLimiter[reconcile.Request]
-}
-
-type uploadedSecret struct {
-	hash  string
-	owner types.UID
-	at    time.Time
-}
-
-// uploadKey names one uploaded secret of one remote object.
-type uploadKey struct {
-	remote types.NamespacedName
-	secret string
 }
 
 // Name is the kind's dotted name, used for the controller, metrics and logs ("Tenant.demo.regionsync.dev").
@@ -369,7 +353,10 @@ var readPhases = []phase{
 }
 
 // syncPhases act on what was read, in the order that keeps both sides safe: deletion paths
-// first, then claim, status up, secrets up, spec down, generations.
+// first, then claim, status up, secrets up, spec down, generations. Each rule is a file of its
+// own with the state it owns (deletion.go, pause.go, claim.go, status_up.go, secrets_up.go,
+// spec_down.go with the strategies in strategy_replace.go and strategy_apply.go, generations.go);
+// the read phases are in read.go.
 var syncPhases = []phase{
 	(*Reconciler).deleteOrphan,
 	(*Reconciler).skipPaused,
@@ -430,315 +417,6 @@ func (r *Reconciler) run(ctx context.Context, s *scope, phases []phase) (done bo
 	return done, err
 }
 
-// mapToLocal maps the remote name to the local one; an object outside the shard is gone.
-func (r *Reconciler) mapToLocal(_ context.Context, s *scope) (bool, error) {
-	s.localKey, s.mapErr = r.Mapper.ToLocal(s.req.NamespacedName)
-	if errors.Is(s.mapErr, shard.ErrNotInShard) {
-		s.state = stateGone
-		return true, nil
-	}
-	return false, nil
-}
-
-// readRemote reads the remote object from the management cache; nil when it is gone.
-func (r *Reconciler) readRemote(ctx context.Context, s *scope) (bool, error) {
-	s.remote = r.newObject()
-	var reader client.Reader = r.Remote
-	if _, stale := r.stale.LoadAndDelete(s.req.NamespacedName); stale {
-		reader = r.RemoteAPI // the cache lost a race: read what management has now
-	}
-	if err := reader.Get(ctx, s.req.NamespacedName, s.remote); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return true, fmt.Errorf("reading remote %s: %w", s.req.NamespacedName, err)
-		}
-		s.remote = nil
-	}
-	return false, nil
-}
-
-// skipUnmappable reports an object without a valid local name (an invalid mapping, or a local
-// namespace regionsync never writes) and ends the pass: a bad input is never retried, and every
-// other object goes on.
-func (r *Reconciler) skipUnmappable(ctx context.Context, s *scope) (bool, error) {
-	reason := ReasonInvalidMapping
-	if s.mapErr == nil && r.ProtectedNamespaces.Has(s.localKey.Namespace) {
-		// Namespace scope: whatever the shard says, nothing is created, written or deleted in
-		// the region's system namespaces, the agent's own, or the excluded ones.
-		reason = ReasonProtectedNamespace
-		s.mapErr = fmt.Errorf("%s maps to local namespace %s, which regionsync never writes (system, agent or excluded namespace)",
-			s.req.NamespacedName, s.localKey.Namespace)
-	}
-	if s.mapErr == nil {
-		return false, nil
-	}
-	if s.remote == nil { // an invalid object was deleted: nothing to report any more
-		s.state = stateGone
-		return true, nil
-	}
-	s.state = StateInvalid
-	r.count(telemetry.DirectionDown, telemetry.ResultInvalid)
-	logr.FromContextOrDiscard(ctx).Info("object skipped", "reason", reason, "error", s.mapErr.Error())
-	r.RemoteEvents.Eventf(s.remote, nil, corev1.EventTypeWarning, reason, "Sync", "%v", s.mapErr)
-	return true, nil
-}
-
-// readLocal reads the local object at the mapped name and tells a copy (marked) from an object
-// that is not one (unmarked).
-func (r *Reconciler) readLocal(ctx context.Context, s *scope) (bool, error) {
-	local := r.newObject()
-	if err := r.Local.Get(ctx, s.localKey, local); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return true, fmt.Errorf("reading local %s: %w", s.localKey, err)
-		}
-		local = r.justCreated(s.localKey)
-	} else {
-		r.created.Delete(s.localKey)                // the cache has caught up
-		r.unmarkedKeys.Delete(s.req.NamespacedName) // and shows what is at the mapped name
-	}
-	if local == nil {
-		var err error
-		if local, err = r.readListedUnmarked(ctx, s); err != nil {
-			return true, err
-		}
-	}
-	if local != nil && !r.isMarked(local) {
-		s.unmarked, local = local, nil
-	}
-	if local != nil && r.isFanOutCopy(local) {
-		s.foreign, local = local, nil
-	}
-	s.local = local
-	return false, nil
-}
-
-// readListedUnmarked reads, from the API server, the object at the mapped name when the claim
-// period's listing found an unmarked one there (listUnmarked) and the local cache does not show
-// it: its pause, and whether it is a copy sync-controller left, decide what the pass may write
-// (before the claim, and before a management object being deleted is released). Nil when the key
-// was not listed, or the object is gone. The key stays listed until the cache shows an object at
-// the mapped name (readLocal): a copy just taken over is read here until then.
-func (r *Reconciler) readListedUnmarked(ctx context.Context, s *scope) (*unstructured.Unstructured, error) {
-	if _, ok := r.unmarkedKeys.Load(s.req.NamespacedName); !ok {
-		return nil, nil
-	}
-	obj := r.newObject()
-	if err := r.LocalAPI.Get(ctx, s.localKey, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.unmarkedKeys.Delete(s.req.NamespacedName)
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading local %s: %w", s.localKey, err)
-	}
-	return obj, nil // unmarked; or marked (just taken over) before the cache shows it
-}
-
-// unmarkedPage is the page size of listUnmarked.
-const unmarkedPage = 500
-
-// listUnmarked lists from the API server, by metadata only, the kind's local objects that carry
-// no region's mark at a mapped name of the shard outside the protected namespaces (above all the
-// copies sync-controller left, which a local cache holding only marked copies never shows),
-// remembers them for readListedUnmarked, and returns their remote keys: the claim period's full
-// pass looks at each, also where the remote object is gone (a copy to delete).
-func (r *Reconciler) listUnmarked(ctx context.Context) ([]types.NamespacedName, error) {
-	if r.secretKind() {
-		return nil, nil // the region's Secrets that are not fan-out copies are never looked at
-	}
-	noMark, err := labels.NewRequirement(r.Keys.Region, selection.DoesNotExist, nil)
-	if err != nil {
-		return nil, err
-	}
-	r.unmarkedKeys.Clear()
-	var keys []types.NamespacedName
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(shard.ListGVK(r.GVK))
-	for {
-		opts := []client.ListOption{client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*noMark)}, client.Limit(unmarkedPage)}
-		if list.Continue != "" {
-			opts = append(opts, client.Continue(list.Continue))
-		}
-		if err := r.LocalAPI.List(ctx, list, opts...); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			local := objectRef(&list.Items[i])
-			remote, err := r.Mapper.ToRemote(local)
-			if err != nil || r.ProtectedNamespaces.Has(local.Namespace) {
-				continue
-			}
-			r.unmarkedKeys.Store(remote, struct{}{})
-			keys = append(keys, remote)
-		}
-		if list.Continue == "" {
-			return keys, nil
-		}
-	}
-}
-
-// createdMemo is how long a copy this replica created stands in for the local cache's answer
-// "not found": the cache shows a create within milliseconds, so the memo only covers the pass
-// that runs right after the creating one (the claim's and the generations' own events).
-const createdMemo = 5 * time.Second
-
-type createdCopy struct {
-	obj *unstructured.Unstructured
-	at  time.Time
-}
-
-// rememberCreated records a copy this replica just created (the API server's answer).
-func (r *Reconciler) rememberCreated(key types.NamespacedName, obj *unstructured.Unstructured) {
-	r.created.Store(key, createdCopy{obj: obj.DeepCopy(), at: time.Now()})
-}
-
-// justCreated returns a copy of the object this replica created at key less than createdMemo
-// ago, or nil: a pass that reads before the local cache shows the create does not create it
-// again (a wasted request answered AlreadyExists).
-func (r *Reconciler) justCreated(key types.NamespacedName) *unstructured.Unstructured {
-	c, ok := r.created.Load(key)
-	if !ok {
-		return nil
-	}
-	if time.Since(c.at) > createdMemo {
-		r.created.Delete(key)
-		return nil
-	}
-	return c.obj.DeepCopy()
-}
-
-// deleteOrphan handles a copy whose remote object is gone: deleted, held or kept. An unmarked
-// object at the mapped name is taken over for its deletion when it is a copy sync-controller
-// left (takeOverForDeletion), and otherwise left alone.
-func (r *Reconciler) deleteOrphan(ctx context.Context, s *scope) (done bool, err error) {
-	if s.remote != nil {
-		return false, nil
-	}
-	s.state = stateGone
-	if s.local == nil && s.unmarked != nil {
-		var legacy bool
-		legacy, s.result, err = r.takeOverForDeletion(ctx, s.req.NamespacedName, nil, s.unmarked)
-		if legacy {
-			s.state = StatePending
-		}
-		return true, err
-	}
-	if s.local != nil {
-		s.state = StatePending
-	}
-	s.result, err = r.orphaned(ctx, s.req.NamespacedName, s.local)
-	return true, err
-}
-
-// skipPaused ends the pass for an object paused on either side: on management, on its copy, or
-// on the unmarked object at the mapped name (a copy sync-controller left is never taken over
-// while paused; the pass looks at it again every unmarkedRecheck, as a local cache holding only
-// marked copies sends no event when its pause is removed).
-func (r *Reconciler) skipPaused(_ context.Context, s *scope) (bool, error) {
-	unmarkedPaused := s.unmarked != nil && r.Keys.IsPaused(s.unmarked.GetAnnotations())
-	if !r.Keys.IsPaused(s.remote.GetAnnotations()) && (s.local == nil || !r.Keys.IsPaused(s.local.GetAnnotations())) && !unmarkedPaused {
-		return false, nil
-	}
-	s.state = StatePaused
-	r.count(telemetry.DirectionDown, telemetry.ResultPaused)
-	if unmarkedPaused {
-		s.result = reconcile.Result{RequeueAfter: unmarkedRecheck}
-	}
-	return true, nil
-}
-
-// followRemoteDeletion deletes the copy of a terminating remote object, then releases it.
-func (r *Reconciler) followRemoteDeletion(ctx context.Context, s *scope) (done bool, err error) {
-	if s.remote.GetDeletionTimestamp().IsZero() {
-		return false, nil
-	}
-	s.state = StatePending
-	s.result, err = r.remoteDeleting(ctx, s.remote, s.local, s.unmarked)
-	return true, err
-}
-
-// claimPhase adds the finalizer before anything else is written for the object. The pass goes
-// on with management's answer to the patch (the object as it is now, finalizer included): the
-// copy is created and its generations recorded in the same pass, without waiting for the event
-// the claim causes (docs/design/sync-rules.md#writes-per-new-copy).
-func (r *Reconciler) claimPhase(ctx context.Context, s *scope) (bool, error) {
-	if controllerutil.ContainsFinalizer(s.remote, r.Keys.Finalizer) {
-		return false, nil
-	}
-	if err := r.claim(ctx, s.remote); err != nil {
-		s.state = StatePending
-		return true, err
-	}
-	return false, nil
-}
-
-// statusUpPhase uploads status. When it fails transiently, spec is not downloaded in this pass:
-// management must see the current state before it is changed further. When management refuses
-// the status, the refusal is reported and spec keeps flowing: a region must never be frozen out
-// of fixes by a status it cannot upload.
-func (r *Reconciler) statusUpPhase(ctx context.Context, s *scope) (done bool, err error) {
-	if r.copyOfAnother(ctx, s) {
-		return false, nil
-	}
-	s.remote, s.statusRefused, err = r.statusUp(ctx, s.remote, s.local)
-	return false, err
-}
-
-// secretsUpPhase uploads secrets; a failed upload does not hold back spec.
-func (r *Reconciler) secretsUpPhase(ctx context.Context, s *scope) (bool, error) {
-	if r.copyOfAnother(ctx, s) {
-		return false, nil
-	}
-	s.secretsErr = r.secretsUp(ctx, s.remote, s.local)
-	return false, nil
-}
-
-// copyOfAnother reports whether the copy records another remote object's UID than this one's (the
-// object was deleted and created again, or management was rebuilt): its status and secrets belong
-// to that other object, so they are uploaded only once spec has been synced from this one (which
-// records its UID; the pass's own spec write triggers the next).
-func (r *Reconciler) copyOfAnother(ctx context.Context, s *scope) bool {
-	if s.local == nil {
-		return false
-	}
-	uid, ok := s.local.GetAnnotations()[r.Keys.RemoteUID]
-	if !ok || uid == string(s.remote.GetUID()) {
-		return false
-	}
-	logr.FromContextOrDiscard(ctx).V(1).Info("the copy belongs to another remote object; status and secrets wait for this one's spec",
-		"recordedUID", uid, "remoteUID", s.remote.GetUID())
-	return true
-}
-
-// specDownPhase writes the copy; the pass ends pending while there is none yet to set
-// generations from (waiting, refused, failed), paused when the object at the mapped name turned
-// out to be an unmarked paused one.
-func (r *Reconciler) specDownPhase(ctx context.Context, s *scope) (done bool, err error) {
-	if s.local == nil && s.foreign != nil {
-		r.collision(ctx, s.remote, s.localKey)
-		s.state, s.result = StatePending, reconcile.Result{RequeueAfter: unmarkedRecheck}
-		return true, nil
-	}
-	s.local, s.result, err = r.specDown(ctx, s.remote, s.localKey, s.local, s.unmarked)
-	if errors.Is(err, errUnmarkedPaused) {
-		s.state = StatePaused
-		r.count(telemetry.DirectionDown, telemetry.ResultPaused)
-		return true, nil
-	}
-	if err != nil || s.local == nil {
-		s.state = StatePending
-		return true, err
-	}
-	return false, nil
-}
-
-// generationsPhase writes the generation annotations.
-func (r *Reconciler) generationsPhase(ctx context.Context, s *scope) (bool, error) {
-	if err := r.generations(ctx, s.remote, s.local); err != nil {
-		s.result = reconcile.Result{}
-		return true, err
-	}
-	return false, nil
-}
-
 // isMarked reports whether a local object carries this agent's mark: only such objects are ever
 // deleted or reverted without adoption.
 func (r *Reconciler) isMarked(o client.Object) bool {
@@ -749,3 +427,24 @@ func (r *Reconciler) isMarked(o client.Object) bool {
 func objectRef(o client.Object) types.NamespacedName {
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 }
+
+// waitRequeue is how soon an object is looked at again while the agent waits for something it
+// does not watch (a terminating namespace or unmarked object).
+const waitRequeue = 2 * time.Second
+
+// unmarkedRecheck is how often an unmarked object that a pass left alone (adoption refused, or
+// paused) is looked at again: a local cache that holds only marked copies sends no event when
+// it changes.
+const unmarkedRecheck = time.Minute
+
+// errUnmarkedPaused ends a pass that found a paused unmarked object at the mapped name: it is
+// neither taken over nor adopted, and nothing else is written for it.
+var errUnmarkedPaused = errors.New("the local object at the mapped name is unmarked and paused")
+
+// conflictRequeue is how soon a pass that lost an optimistic-concurrency race runs again (with a
+// fresh read); refusedStatusRetry how often a status management refused is offered again when
+// nothing else changes.
+const (
+	conflictRequeue    = 250 * time.Millisecond
+	refusedStatusRetry = time.Minute
+)

@@ -143,3 +143,18 @@ func (r *Reconciler) beginPass(ctx context.Context, eventAt time.Time, req recon
 		span.End()
 	}
 }
+
+// setTraceparent writes the reconcile's trace context on the local copy being written, so that
+// the regional controller continues the same trace.
+func (r *Reconciler) setTraceparent(ctx context.Context, obj *unstructured.Unstructured) {
+	tp := telemetry.Traceparent(ctx)
+	if tp == "" {
+		return
+	}
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[r.Keys.TraceParent] = tp
+	obj.SetAnnotations(a)
+}
