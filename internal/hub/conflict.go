@@ -55,7 +55,7 @@ func (r *DistributionReconciler) olderWanting(ctx context.Context, d *regionsync
 	if err := r.Client.List(ctx, &list, client.InNamespace(d.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	base := t.baseName(d)
+	base := t.baseName(d.Name)
 	// The labels matter only to a Distribution with a source: read once, and only then (for a
 	// template that is a GET per new per-region object).
 	var srcLabels map[string]string

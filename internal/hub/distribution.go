@@ -353,7 +353,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 			// Nothing is lost: a region still selected keeps what it has (a region waiting for
 			// its wave keeps every object it has).
 			if rg := byRegion[tg.Region]; tg.State != regionsyncv1alpha1.PlacementPending && t != nil && rg != nil && rg.Spec.Shard != nil {
-				keepName[ObjectName(t.baseName(d), rg.Spec.Shard)] = true
+				keepName[ObjectName(t.baseName(d.Name), rg.Spec.Shard)] = true
 			} else if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || hasObjects[tg.Region] {
 				keepRegion[tg.Region] = true
 			}

@@ -58,7 +58,7 @@ func Selected(p regionsyncv1alpha1.Placement, regions []regionsyncv1alpha1.Regio
 // renders its object: a region is placeable only by its operator-registered spec.shard, in the
 // hub's annotation domain, syncing the template's kind, with the Distribution's namespace inside
 // its shard (the agent's own mapping decides), and the rendered object matching its selector.
-func Place(d *regionsyncv1alpha1.Distribution, t *Template, selected []string, regions []regionsyncv1alpha1.Region, keys shard.Keys) []Target {
+func Place(rd Rendering, t *Template, selected []string, regions []regionsyncv1alpha1.Region, keys shard.Keys) []Target {
 	byName := make(map[string]*regionsyncv1alpha1.Region, len(regions))
 	for i := range regions {
 		byName[regions[i].Name] = &regions[i]
@@ -81,7 +81,7 @@ func Place(d *regionsyncv1alpha1.Distribution, t *Template, selected []string, r
 		case !slices.Contains(r.Spec.Shard.Kinds, kind):
 			unplaceable(regionsyncv1alpha1.ReasonKindNotSynced, "Region %s does not sync %s (%s.kind; it syncs %v)", name, kind, t.field(), r.Spec.Shard.Kinds)
 		default:
-			placeIn(&tg, d, t, r, keys)
+			placeIn(&tg, rd, t, r, keys)
 		}
 		tg.item = t
 		out = append(out, tg)
@@ -89,9 +89,9 @@ func Place(d *regionsyncv1alpha1.Distribution, t *Template, selected []string, r
 	return out
 }
 
-// placeIn renders d's object for region r and checks it against r's shard with the agent's own
+// placeIn renders the Distribution's object for region r and checks it against r's shard with the agent's own
 // mapping and selector.
-func placeIn(tg *Target, d *regionsyncv1alpha1.Distribution, t *Template, r *regionsyncv1alpha1.Region, keys shard.Keys) {
+func placeIn(tg *Target, rd Rendering, t *Template, r *regionsyncv1alpha1.Region, keys shard.Keys) {
 	rs := r.Spec.Shard
 	unplaceable := func(reason, format string, args ...any) {
 		tg.State, tg.Reason, tg.Message = regionsyncv1alpha1.PlacementUnplaceable, reason, fmt.Sprintf(format, args...)
@@ -105,7 +105,7 @@ func placeIn(tg *Target, d *regionsyncv1alpha1.Distribution, t *Template, r *reg
 		unplaceable(regionsyncv1alpha1.ReasonInvalidShard, "Region %s: spec.%v", r.Name, err)
 		return
 	}
-	key := types.NamespacedName{Namespace: d.Namespace, Name: ObjectName(t.baseName(d), rs)}
+	key := types.NamespacedName{Namespace: rd.Namespace, Name: ObjectName(t.baseName(rd.Name), rs)}
 	if t.Name != "" && rs.RemoteResourceSuffix == "" {
 		unplaceable(regionsyncv1alpha1.ReasonInvalidName, "Region %s has no remoteResourceSuffix: the per-region object of source %s would be the source itself", r.Name, t.Name)
 		return
@@ -117,16 +117,16 @@ func placeIn(tg *Target, d *regionsyncv1alpha1.Distribution, t *Template, r *reg
 	local, err := m.ToLocal(key)
 	switch {
 	case errors.Is(err, shard.ErrNotInShard):
-		unplaceable(regionsyncv1alpha1.ReasonNamespaceOutOfScope, "namespace %s is outside Region %s's shard (namespaces %s*%s)", d.Namespace, r.Name, rs.NamespacePrefix, rs.RemoteNamespaceSuffix)
+		unplaceable(regionsyncv1alpha1.ReasonNamespaceOutOfScope, "namespace %s is outside Region %s's shard (namespaces %s*%s)", rd.Namespace, r.Name, rs.NamespacePrefix, rs.RemoteNamespaceSuffix)
 		return
 	case err != nil:
 		unplaceable(regionsyncv1alpha1.ReasonInvalidName, "%v", err)
 		return
 	case slices.Contains(fleetspec.ProtectedNamespaces(fleetspec.DefaultLeaderNamespace, nil), local.Namespace):
-		unplaceable(regionsyncv1alpha1.ReasonNamespaceOutOfScope, "namespace %s maps to %s, a system namespace of Region %s", d.Namespace, local.Namespace, r.Name)
+		unplaceable(regionsyncv1alpha1.ReasonNamespaceOutOfScope, "namespace %s maps to %s, a system namespace of Region %s", rd.Namespace, local.Namespace, r.Name)
 		return
 	}
-	obj, err := Render(d, t, r, keys)
+	obj, err := Render(rd, t, r, keys)
 	if err != nil {
 		tg.State, tg.Reason, tg.Message = regionsyncv1alpha1.PlacementFailed, regionsyncv1alpha1.ReasonInvalidSpec, err.Error()
 		return

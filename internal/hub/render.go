@@ -39,12 +39,31 @@ type Template struct {
 	Field string
 }
 
-// baseName is the per-region objects' name before the region's suffix.
-func (t *Template) baseName(d *regionsyncv1alpha1.Distribution) string {
+// baseName is the per-region objects' name before the region's suffix (distribution: the
+// Distribution's name).
+func (t *Template) baseName(distribution string) string {
 	if t.Name != "" {
 		return t.Name
 	}
-	return d.Name
+	return distribution
+}
+
+// Rendering is what, beside a template and a region, renders a Distribution's per-region
+// objects: the Distribution's namespace and name, the overrides of the revision rendered (the
+// spec's, or a stored revision's), and the namespace fan-out it asks for. A revision renders from
+// its own content, never through a copy of the Distribution.
+type Rendering struct {
+	// Namespace and Name are the Distribution's.
+	Namespace, Name string
+	// Overrides are applied in order to the regions they select.
+	Overrides []regionsyncv1alpha1.Override
+	// FanOutNamespaces is spec.namespaces ("": no namespace fan-out).
+	FanOutNamespaces string
+}
+
+// RenderingOf is the rendering of d's spec as it is now.
+func RenderingOf(d *regionsyncv1alpha1.Distribution) Rendering {
+	return Rendering{Namespace: d.Namespace, Name: d.Name, Overrides: d.Spec.Overrides, FanOutNamespaces: d.Spec.Namespaces}
 }
 
 // field is the spec field t comes from.
@@ -138,29 +157,29 @@ func ObjectName(base string, rs *regionsyncv1alpha1.RegionShard) string {
 	return base + rs.RemoteResourceSuffix
 }
 
-// Render builds the per-region object of Distribution d for a region (its name, its registered
+// Render builds the per-region object of a Distribution (rd) for a region (its name, its registered
 // shard, its labels for the overrides' selectors): the template, named ObjectName in d's
 // namespace, labelled for the region and the Distribution, then every override that selects the
 // region, in order. A patch may not change the name, the namespace, the hub's labels or set
 // regionsync's keys; the error names the override.
-func Render(d *regionsyncv1alpha1.Distribution, t *Template, region *regionsyncv1alpha1.Region, keys shard.Keys) (*unstructured.Unstructured, error) {
+func Render(rd Rendering, t *Template, region *regionsyncv1alpha1.Region, keys shard.Keys) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{Object: jsonvalue.DeepCopy(t.Object).(map[string]any)}
-	name := ObjectName(t.baseName(d), region.Spec.Shard)
+	name := ObjectName(t.baseName(rd.Name), region.Spec.Shard)
 	u.SetName(name)
-	u.SetNamespace(d.Namespace)
+	u.SetNamespace(rd.Namespace)
 	lbls := u.GetLabels()
 	if lbls == nil {
 		lbls = map[string]string{}
 	}
 	lbls[regionsyncv1alpha1.RegionLabel] = region.Name
-	lbls[keys.Distribution] = d.Name
+	lbls[keys.Distribution] = rd.Name
 	u.SetLabels(lbls)
 	fixed := func(o *unstructured.Unstructured) bool {
-		return o.GetName() == name && o.GetNamespace() == d.Namespace &&
-			o.GetLabels()[regionsyncv1alpha1.RegionLabel] == region.Name && o.GetLabels()[keys.Distribution] == d.Name &&
+		return o.GetName() == name && o.GetNamespace() == rd.Namespace &&
+			o.GetLabels()[regionsyncv1alpha1.RegionLabel] == region.Name && o.GetLabels()[keys.Distribution] == rd.Name &&
 			o.GetAPIVersion() == u.GetAPIVersion() && o.GetKind() == u.GetKind()
 	}
-	for i, o := range d.Spec.Overrides {
+	for i, o := range rd.Overrides {
 		p := field.NewPath("spec", "overrides").Index(i)
 		selects, err := overrideSelects(o, region)
 		if err != nil {
@@ -194,14 +213,14 @@ func Render(d *regionsyncv1alpha1.Distribution, t *Template, region *regionsyncv
 		}
 		u = patched
 	}
-	if d.Spec.Namespaces != "" {
+	if rd.FanOutNamespaces != "" {
 		// Namespace fan-out is asked of the region's agent; overrides may not set it (a
 		// regionsync key), so every placed region fans out alike.
 		annotations := u.GetAnnotations()
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[keys.FanOutNamespaces] = d.Spec.Namespaces
+		annotations[keys.FanOutNamespaces] = rd.FanOutNamespaces
 		u.SetAnnotations(annotations)
 	}
 	return u, nil

@@ -106,7 +106,7 @@ func TestRender(t *testing.T) {
 			d := &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "acme"},
 				Spec: regionsyncv1alpha1.DistributionSpec{Overrides: tc.overrides}}
 			r := tc.region
-			u, err := Render(d, tmpl, &r, testKeys)
+			u, err := Render(RenderingOf(d), tmpl, &r, testKeys)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("Render: %v, want an error containing %q", err, tc.want)
@@ -162,7 +162,7 @@ func TestPlace(t *testing.T) {
 	if len(selected) != len(want) {
 		t.Fatalf("selected %v", selected)
 	}
-	for _, tg := range Place(d, tmpl, selected, regions, testKeys) {
+	for _, tg := range Place(RenderingOf(d), tmpl, selected, regions, testKeys) {
 		if tg.Reason != want[tg.Region] {
 			t.Errorf("region %s: reason %q (%s), want %q", tg.Region, tg.Reason, tg.Message, want[tg.Region])
 		}
@@ -255,7 +255,7 @@ func FuzzRender(f *testing.F) {
 		}
 		d := &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "acme"},
 			Spec: regionsyncv1alpha1.DistributionSpec{Overrides: overrides}}
-		u, err := Render(d, tmpl, &r, testKeys)
+		u, err := Render(RenderingOf(d), tmpl, &r, testKeys)
 		if err != nil {
 			return
 		}
@@ -321,7 +321,7 @@ func TestRenderNamespaces(t *testing.T) {
 			d := &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "acme"},
 				Spec: regionsyncv1alpha1.DistributionSpec{Namespaces: tc.namespaces, Overrides: tc.overrides}}
 			r := testRegion("us", "-us", nil)
-			u, err := Render(d, tmpl, &r, testKeys)
+			u, err := Render(RenderingOf(d), tmpl, &r, testKeys)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("Render: %v, want an error containing %q", err, tc.err)

@@ -175,15 +175,12 @@ func RevisionName(name string, c RevisionContent) string {
 	return name + "-" + jsonvalue.Hash(v)[:10]
 }
 
-// withContent is d with the template (a template revision's) and overrides of a revision: what
-// renders that revision.
-func withContent(d *regionsyncv1alpha1.Distribution, c RevisionContent) *regionsyncv1alpha1.Distribution {
-	out := d.DeepCopy()
-	if !c.Source {
-		out.Spec.Template = *c.Template.DeepCopy()
-	}
-	out.Spec.Overrides = c.Overrides
-	return out
+// rendering is what renders this revision for d: d's identity and fan-out with the revision's
+// overrides (its template or source objects are its Items).
+func (c RevisionContent) rendering(d *regionsyncv1alpha1.Distribution) Rendering {
+	rd := RenderingOf(d)
+	rd.Overrides = c.Overrides
+	return rd
 }
 
 // revisions lists a Distribution's stored revisions by name (from the hub's cache of objects

@@ -122,7 +122,7 @@ func (r *DistributionReconciler) rolloutTargets(ctx context.Context, d *regionsy
 	}
 	prev = r.withWrittenHalt(d, prev)
 	stable := r.stableRevision(prev, have, existing, update.Name)
-	placed := placeAll(d, items, selected, regions, r.Keys)
+	placed := placeAll(RenderingOf(d), items, selected, regions, r.Keys)
 	rule, _ := r.health.get(d.Spec.Health) // compiled once; deploy reports an error
 	views := r.regionViews(placed, regions, existing, have, update.Name, rule)
 	now := r.Now() // DecideRollout keeps its times rounded up to the second, as the status does
@@ -204,7 +204,7 @@ func (r *DistributionReconciler) withWrittenHalt(d *regionsyncv1alpha1.Distribut
 // the reason) while All places as before (a namespace the hub may not write to refuses that too,
 // and says so per region).
 func (r *DistributionReconciler) unrevisioned(ctx context.Context, d *regionsyncv1alpha1.Distribution, items []*Template, selected []string, regions []regionsyncv1alpha1.Region, err error) []Target {
-	placed := placeAll(d, items, selected, regions, r.Keys)
+	placed := placeAll(RenderingOf(d), items, selected, regions, r.Keys)
 	msg := fmt.Sprintf("%v (the hub keeps a Distribution's revisions in its namespace: the RoleBinding of regionsync-hub-impersonate there allows it)", err)
 	if d.Spec.Strategy.Type == regionsyncv1alpha1.RolloutProgressive {
 		for i := range placed {
@@ -219,10 +219,10 @@ func (r *DistributionReconciler) unrevisioned(ctx context.Context, d *regionsync
 
 // placeAll places every item (one for a template, one per source object): Place's targets,
 // item after item.
-func placeAll(d *regionsyncv1alpha1.Distribution, items []*Template, selected []string, regions []regionsyncv1alpha1.Region, keys shard.Keys) []Target {
+func placeAll(rd Rendering, items []*Template, selected []string, regions []regionsyncv1alpha1.Region, keys shard.Keys) []Target {
 	out := make([]Target, 0, len(items)*len(selected))
 	for _, t := range items {
-		out = append(out, Place(d, t, selected, regions, keys)...)
+		out = append(out, Place(rd, t, selected, regions, keys)...)
 	}
 	return out
 }
@@ -382,7 +382,7 @@ func (r *DistributionReconciler) renderRevisions(d *regionsyncv1alpha1.Distribut
 		for _, n := range names {
 			rendered[n] = nil // a revision without objects (a source that selected nothing) renders none
 		}
-		for _, tg := range placeAll(withContent(d, have[rev].Content), items, names, regions, r.Keys) {
+		for _, tg := range placeAll(have[rev].Content.rendering(d), items, names, regions, r.Keys) {
 			if tg.Object != nil {
 				markRevision(tg.Object, r.Keys.Revision, rev)
 			}

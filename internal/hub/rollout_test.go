@@ -966,7 +966,7 @@ func TestRenderSourceRevisions(t *testing.T) {
 		"X": {Name: "X", Number: 3, Content: RevisionContent{Source: true, Redacted: true}},
 		"U": {Name: "U", Number: 4, Content: content(now...)},
 	}
-	placed := placeAll(d, now, []string{"a", "b", "c", "d", "e"}, regions, testKeys)
+	placed := placeAll(RenderingOf(d), now, []string{"a", "b", "c", "d", "e"}, regions, testKeys)
 	targets := r.renderRevisions(d, configMapGVK, placed, map[string]string{"a": "U", "b": "S", "c": "", "d": "E", "e": "X"}, have["U"], have, regions, nil, nil)
 	var got []string
 	for _, tg := range targets {

@@ -120,7 +120,7 @@ func TestFromSource(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 	rs := &regionsyncv1alpha1.RegionShard{RemoteResourceSuffix: "-ra", Kinds: []string{"ConfigMap"}}
-	obj, err := Render(sourceDist("dist", nil, ""), got, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "r-a"}, Spec: regionsyncv1alpha1.RegionSpec{Shard: rs}}, testKeys)
+	obj, err := Render(RenderingOf(sourceDist("dist", nil, "")), got, &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "r-a"}, Spec: regionsyncv1alpha1.RegionSpec{Shard: rs}}, testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
