@@ -109,7 +109,7 @@ type DistributionReconciler struct {
 	totals     distributionTotals
 	health     healthRules
 	// rolloutPosted dedupes the rollout's Events, haltsWritten remembers the halts written
-	// until the cache shows them (rollout_deploy.go).
+	// until the cache shows them (the rollout phase, rolloutTargets).
 	rolloutPosted map[types.NamespacedName]postedEvents
 	haltsWritten  map[types.NamespacedName]writtenHalt
 }
@@ -198,7 +198,7 @@ func (r *DistributionReconciler) owned(ctx context.Context, d *regionsyncv1alpha
 		return nil, err
 	}
 	if !synced {
-		return nil, &kindNotSynced{gvk: gvk} // watcherrors.go
+		return nil, &kindNotSynced{gvk: gvk} // reported by waitForKind
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(shard.ListGVK(gvk))
@@ -256,7 +256,7 @@ func (r *DistributionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	st := ComputeStatus(d, in, r.Now())
-	setRolloutStatus(&st, d, in.Rollout) // rollout_deploy.go
+	setRolloutStatus(&st, d, in.Rollout)
 	r.totals.set(req.NamespacedName, st.Counts)
 	after, err := r.writeStatus(ctx, d, st)
 	if err != nil {
@@ -284,7 +284,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 		gvk = schema.GroupVersionKind{} // a kind refused is not read either
 	}
 	if specErr == nil {
-		specErr = ValidateStrategy(d.Spec.Strategy) // rollout_deploy.go
+		specErr = ValidateStrategy(d.Spec.Strategy)
 	}
 	var w writer
 	if specErr == nil {
@@ -336,7 +336,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	for _, o := range existing[gvk] {
 		hasObjects[o.GetLabels()[regionsyncv1alpha1.RegionLabel]] = true
 	}
-	// The rollout decides which revision each region gets (rollout_deploy.go): of the template,
+	// The rollout decides which revision each region gets (rolloutTargets): of the template,
 	// or of the source objects as a whole.
 	targets, rollout, err := r.rolloutTargets(ctx, d, gvk, items, selected, regions.Items, existing[gvk])
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 // when nothing is registered (a Region made before spec.shard existed keeps working as before),
 // and otherwise an error naming every field that differs.
 //
-// The agent calls it before every claim (pkg/regionsync/leader.go), reading its Region first
+// The agent calls it before every claim (pkg/regionsync, as leader), reading its Region first
 // (docs/design/hub.md#hub-and-distribution).
 func CheckRegistered(domain string, s fleetspec.Shard, kinds []schema.GroupVersionKind, registered *regionsyncv1alpha1.RegionShard) error {
 	if registered == nil {

@@ -27,8 +27,8 @@ import (
 	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/retry"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/internal/syncer/backlog"
 	"github.com/regionsync/regionsync/internal/syncer/fight"
-	"github.com/regionsync/regionsync/internal/syncer/lowfeed"
 )
 
 // kind is one configured kind's event plumbing. Its event handlers are registered once, for the
@@ -39,7 +39,7 @@ import (
 type kind struct {
 	r *Reconciler
 	// queue is the running controller's queue and its low-priority feed; nil while none runs.
-	queue atomic.Pointer[lowfeed.Queue]
+	queue atomic.Pointer[backlog.Queue]
 	// missed are the objects of live events that arrived while no queue ran (a warm standby's,
 	// or a replica's between claim periods): the next claim period queues them ahead of its
 	// full pass.
@@ -174,11 +174,11 @@ func (e *Engine) runController(ctx context.Context, i int, k *kind) {
 // regained claim needs: what the previous holder left undone is not known).
 func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 	r := k.r
-	var own atomic.Pointer[lowfeed.Queue]
+	var own atomic.Pointer[backlog.Queue]
 	start := source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		// Event times stamped before this queue existed belong to no pending event of it.
 		r.eventTimes.Clear()
-		rq := &lowfeed.Queue{Q: q, Low: lowfeed.New(r.Name())}
+		rq := &backlog.Queue{Q: q, Low: backlog.New(r.Name())}
 		go rq.Low.Run(ctx, q)
 		own.Store(rq)
 		k.queue.Store(rq)
@@ -195,7 +195,7 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 		Reconciler:              r,
 		MaxConcurrentReconciles: r.Resource.Concurrency,
 		SkipNameValidation:      ptr.To(true), // a regained claim builds the controller again
-		UsePriorityQueue:        ptr.To(true), // live events before the initial list and resyncs (lowfeed.AddLow)
+		UsePriorityQueue:        ptr.To(true), // live events before the initial list and resyncs (backlog.AddLow)
 		CacheSyncTimeout:        cacheWaitTimeout,
 		ReconciliationTimeout:   reconcileTimeout,
 		LogConstructor: func(*reconcile.Request) logr.Logger {
@@ -218,7 +218,7 @@ func (e *Engine) runControllerOnce(ctx context.Context, k *kind) error {
 // cache, the remote object of every marked local copy (a copy whose remote object is gone is
 // an orphan to handle), and that of every unmarked object at a mapped name (listUnmarked: a copy
 // sync-controller left may be paused, or its remote object gone).
-func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *lowfeed.Feed) error {
+func (e *Engine) enqueueAll(ctx context.Context, r *Reconciler, low *backlog.Feed) error {
 	ctx, cancel := context.WithTimeout(ctx, cacheWaitTimeout)
 	defer cancel()
 	remote := &unstructured.UnstructuredList{}

@@ -74,7 +74,7 @@ func copiedKeys(remote *unstructured.Unstructured, keys shard.Keys) string {
 }
 
 // copyMarks are marks a copy carries beyond the region's and the remote UID: a fan-out copy's
-// source (fanout.go). Nil for an ordinary copy.
+// source (fan-out). Nil for an ordinary copy.
 type copyMarks struct {
 	labels, annotations map[string]string
 }

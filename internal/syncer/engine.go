@@ -36,7 +36,7 @@ type Engine struct {
 	cfg *Settings
 	mgr manager.Manager
 	// remoteConfig reaches management through guard: its connections are counted and its writes
-	// refused until management's identity is verified after the last new one (connguard.go).
+	// refused until management's identity is verified after the last new one (connGuard).
 	remoteConfig *rest.Config
 	// remoteHTTP is remoteConfig's HTTP client, shared by the management clients.
 	remoteHTTP   *http.Client
@@ -70,9 +70,9 @@ type Engine struct {
 	// shard claim is held (RunControllers).
 	writes WriteGate
 	tracer trace.Tracer
-	// identity pins the management cluster's identity (identity.go).
+	// identity pins the management cluster's identity (identityPin).
 	identity *identityPin
-	// localEvents and remoteEvents write the engine's Events to each cluster (events.go);
+	// localEvents and remoteEvents write the engine's Events to each cluster (EventRecorder);
 	// remoteEvents is set with the session.
 	localEvents, remoteEvents *EventRecorder
 }

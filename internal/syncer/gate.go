@@ -17,7 +17,7 @@ var ErrNotClaimed = errors.New("shard claim not held: write refused")
 // period opens it and releases it the moment the claim is lost, so an in-flight reconcile cannot
 // write after that. It counts its holders: the end of one claim period that overlaps the start of
 // the next (client-go runs them in goroutines of their own) never closes the gate under the newer
-// one. While its verify says management's identity is unverified (connguard.go), writes to
+// one. While its verify says management's identity is unverified (connGuard), writes to
 // either cluster are refused too: a copy is never written from what an unverified management
 // serves.
 type WriteGate struct {

@@ -23,7 +23,7 @@ import (
 // the shard, the agent records the management cluster's identity (the UID of its kube-system
 // namespace) in a ConfigMap of the region. On every check afterwards — before the first claim,
 // every IdentityCheckInterval while syncing, before the first write after every new connection
-// to management (connguard.go), and again until a refused identity is accepted —
+// to management (connGuard), and again until a refused identity is accepted —
 // it compares what management says with the record (or with management.clusterID, which an
 // operator sets to confirm a new identity). On a mismatch nothing is written to either cluster
 // and nothing is deleted. The same check notices management's resourceVersion moving backwards

@@ -25,7 +25,7 @@ func newOutageBackoff() workqueue.TypedRateLimiter[reconcile.Request] {
 
 // expectedFailure reports whether err is an outage's (retry.Transient) or a write refused
 // because the shard claim was just lost: retried with backoff and logged at V(1) per object, the
-// outage being reported once by the management connection's transitions (session.go).
+// outage being reported once by the management connection's transitions (the management session).
 func expectedFailure(err error) bool {
 	return retry.Transient(err) || errors.Is(err, ErrNotClaimed) || errors.Is(err, ErrIdentityUnverified)
 }

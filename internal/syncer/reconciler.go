@@ -76,7 +76,7 @@ type Reconciler struct {
 
 	LocalEvents  events.EventRecorder
 	RemoteEvents events.EventRecorder
-	// createdEvents and namespaceEvents report routine creations in bulk (bulkevents.go): the
+	// createdEvents and namespaceEvents report routine creations in bulk (bulkEvents): the
 	// copies created, in the region; the local namespaces created, on management.
 	createdEvents, namespaceEvents *bulkEvents
 	// deletedEvents reports the fan-out copies deleted, in bulk.
@@ -115,7 +115,7 @@ type Reconciler struct {
 	// a local cache holding only marked copies never shows. A pass reads that object directly.
 	unmarkedKeys memo[types.NamespacedName, struct{}]
 	// fanOutKeys are the remote keys known to have fan-out copies, or to ask for them
-	// (fanout.go): a namespace event queues each of them.
+	// (fanOut): a namespace event queues each of them.
 	fanOutKeys memo[types.NamespacedName, struct{}]
 	// reports holds, per fan-out object, the last report written and when.
 	reports memo[types.NamespacedName, reportWrite]
@@ -131,7 +131,7 @@ type Reconciler struct {
 	firstPass   atomic.Bool
 	firstPassMu sync.Mutex
 	firstPassAt time.Time
-	// retries backs off, per object, the retries after expected failures (outage.go).
+	// retries backs off, per object, the retries after expected failures (newOutageBackoff, outageRetry).
 	retriesOnce sync.Once
 	retries     workqueue.TypedRateLimiter[reconcile.Request]
 }
@@ -354,9 +354,8 @@ var readPhases = []phase{
 
 // syncPhases act on what was read, in the order that keeps both sides safe: deletion paths
 // first, then claim, status up, secrets up, spec down, generations. Each rule is a file of its
-// own with the state it owns (deletion.go, pause.go, claim.go, status_up.go, secrets_up.go,
-// spec_down.go with the strategies in strategy_replace.go and strategy_apply.go, generations.go);
-// the read phases are in read.go.
+// own, named as the rule, with the state it owns; the write strategies (replaceCopy, applyCopy)
+// one file each too.
 var syncPhases = []phase{
 	(*Reconciler).deleteOrphan,
 	(*Reconciler).skipPaused,

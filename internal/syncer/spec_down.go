@@ -218,7 +218,7 @@ func (r *Reconciler) writeLocal(ctx context.Context, remote *unstructured.Unstru
 // writeCopy is writeLocal for any copy: fightKey names the copy in the write-loop tracker (the
 // remote key for an ordinary copy, the copy's own key for a fan-out copy, of which a remote
 // object has many) and marks are the extra marks the copy carries (nil: none). The resource's
-// strategy writes it (strategy_replace.go, strategy_apply.go).
+// strategy writes it (replaceCopy, applyCopy).
 func (r *Reconciler) writeCopy(ctx context.Context, remote *unstructured.Unstructured, localKey types.NamespacedName, live *unstructured.Unstructured,
 	fightKey types.NamespacedName, marks *copyMarks) (*unstructured.Unstructured, error) {
 	var (

@@ -1,4 +1,4 @@
-package lowfeed
+package backlog
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestLowFeedRun(t *testing.T) {
 	const n = 1000
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	q := priorityqueue.New[reconcile.Request]("test-lowfeed", func(o *priorityqueue.Opts[reconcile.Request]) { o.Log = logr.Discard() })
+	q := priorityqueue.New[reconcile.Request]("test-backlog", func(o *priorityqueue.Opts[reconcile.Request]) { o.Log = logr.Discard() })
 	defer q.ShutDown()
 	rq := &Queue{Q: q, Low: New("test-run")}
 	for i := range n {

@@ -1,7 +1,7 @@
-// Package lowfeed holds a controller run's low-priority requests (an informer's initial list, a
+// Package backlog holds a controller run's low-priority requests (an informer's initial list, a
 // resync, a claim period's full pass) outside its workqueue and hands them over a window at a
 // time, in the order they came, each once.
-package lowfeed
+package backlog
 
 import (
 	"context"
