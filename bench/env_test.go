@@ -82,7 +82,7 @@ func setupEnv(ctx context.Context, dir string, log func(string, ...any)) (*env, 
 	if err != nil {
 		return nil, err
 	}
-	if err := apply(ctx, e.mgmt.Client, base); err != nil {
+	if err := deploy.Apply(ctx, e.mgmt.Client, base); err != nil {
 		return nil, fmt.Errorf("management base: %w", err)
 	}
 	for _, r := range []string{e.mainRegion, e.baseRegion} {
@@ -90,7 +90,7 @@ func setupEnv(ctx context.Context, dir string, log func(string, ...any)) (*env, 
 		if err != nil {
 			return nil, err
 		}
-		if err := apply(ctx, e.mgmt.Client, objs); err != nil {
+		if err := deploy.Apply(ctx, e.mgmt.Client, objs); err != nil {
 			return nil, fmt.Errorf("%s registration: %w", r, err)
 		}
 		if r == e.baseRegion {
@@ -101,7 +101,7 @@ func setupEnv(ctx context.Context, dir string, log func(string, ...any)) (*env, 
 	if err != nil {
 		return nil, err
 	}
-	if err := apply(ctx, e.reg.Client, agentObjs); err != nil {
+	if err := deploy.Apply(ctx, e.reg.Client, agentObjs); err != nil {
 		return nil, fmt.Errorf("%s agent overlay: %w", e.mainRegion, err)
 	}
 	if e.mainConfig, err = deploy.AgentConfig(agentObjs); err != nil {
@@ -132,32 +132,6 @@ func (e *env) stopAll() {
 	}
 	wg.Wait()
 	stopFleet()
-}
-
-// apply server-side-applies objects in dependency order (as kubectl apply -k would need).
-func apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
-	rank := map[string]int{"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 3, "Role": 3,
-		"ClusterRoleBinding": 4, "RoleBinding": 4, "ConfigMap": 5, "Secret": 5}
-	r := func(o *unstructured.Unstructured) int {
-		if v, ok := rank[o.GetKind()]; ok {
-			return v
-		}
-		return 9
-	}
-	for pass := 0; pass <= 9; pass++ {
-		for _, o := range objs {
-			if r(o) != pass {
-				continue
-			}
-			o = o.DeepCopy()
-			o.SetManagedFields(nil)
-			o.SetResourceVersion("")
-			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("regionsync-bench"), client.ForceOwnership); err != nil {
-				return fmt.Errorf("applying %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
-			}
-		}
-	}
-	return nil
 }
 
 // regionUser is the user name of region's identity on management.
@@ -217,7 +191,7 @@ func (e *env) deriveRegionWith(ctx context.Context, name, localNamespaceSuffix s
 		}
 		objs = append(objs, u)
 	}
-	if err := apply(ctx, e.mgmt.Client, objs); err != nil {
+	if err := deploy.Apply(ctx, e.mgmt.Client, objs); err != nil {
 		return nil, fmt.Errorf("registering %s: %w", name, err)
 	}
 	data, err := yaml.Marshal(e.mainConfig)

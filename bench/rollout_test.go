@@ -635,7 +635,7 @@ func (b *suite) startHubs(ctx context.Context, figure string) ([]*agentProc, err
 	if err != nil {
 		return nil, err
 	}
-	if err := apply(ctx, b.e.mgmt.Client, objs); err != nil {
+	if err := deploy.Apply(ctx, b.e.mgmt.Client, objs); err != nil {
 		return nil, fmt.Errorf("the hub overlay: %w", err)
 	}
 	var cfg *hub.Config

@@ -143,7 +143,7 @@ subjects:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(ctx, f.Management(), base); err != nil {
+	if err := deploy.Apply(ctx, f.Management(), base); err != nil {
 		t.Fatalf("management base with ConfigMaps under the isolation policy: %v", err)
 	}
 }

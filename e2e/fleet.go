@@ -108,41 +108,6 @@ func RenderRegion(deployDir, region string) (Overlays, error) {
 	return Overlays{Agent: agent, Management: mgmt}, nil
 }
 
-// applyOrder sorts objects so that what others need exists first (namespaces, CRDs, accounts and
-// roles before bindings and workloads), the order kubectl apply would need.
-func applyOrder(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	rank := map[string]int{
-		"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 3, "Role": 3,
-		"ClusterRoleBinding": 4, "RoleBinding": 4, "ConfigMap": 5, "Secret": 5,
-	}
-	out := append([]*unstructured.Unstructured(nil), objs...)
-	r := func(o *unstructured.Unstructured) int {
-		if v, ok := rank[o.GetKind()]; ok {
-			return v
-		}
-		return 9
-	}
-	for i := 1; i < len(out); i++ { // stable insertion sort: keeps the overlay's order per rank
-		for j := i; j > 0 && r(out[j]) < r(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
-}
-
-// Apply server-side-applies objects in dependency order.
-func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
-	for _, o := range applyOrder(objs) {
-		o = o.DeepCopy()
-		o.SetManagedFields(nil)
-		o.SetResourceVersion("")
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("regionsync-e2e"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
-		}
-	}
-	return nil
-}
-
 // The hub's identity on management (deploy/kustomize/hub) and the ConfigMap its configuration
 // is generated into.
 const (

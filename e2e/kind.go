@@ -301,7 +301,7 @@ func (f *KindFleet) step(ctx context.Context, s Step) error {
 				return err
 			}
 		}
-		return Apply(ctx, f.clients[s.Cluster], objs)
+		return deploy.Apply(ctx, f.clients[s.Cluster], objs)
 	case "apply-namespace":
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}
 		return client.IgnoreAlreadyExists(f.clients[s.Cluster].Create(ctx, ns))
@@ -312,7 +312,7 @@ func (f *KindFleet) step(ctx context.Context, s Step) error {
 		if err != nil {
 			return err
 		}
-		return Apply(ctx, f.clients[s.Cluster], objs)
+		return deploy.Apply(ctx, f.clients[s.Cluster], objs)
 	}
 	return fmt.Errorf("unknown step %q", s.Action)
 }

@@ -101,7 +101,7 @@ func StartLocal(ctx context.Context, agentBinary, hubBinary, dir, deployDir stri
 		f.Stop()
 		return nil, err
 	}
-	if err := Apply(ctx, f.mgmt.Client, base); err != nil {
+	if err := deploy.Apply(ctx, f.mgmt.Client, base); err != nil {
 		f.Stop()
 		return nil, fmt.Errorf("management base: %w", err)
 	}
@@ -130,7 +130,7 @@ func (f *LocalFleet) deployHub(ctx context.Context, deployDir string) error {
 	if err != nil {
 		return err
 	}
-	if err := Apply(ctx, f.mgmt.Client, objs); err != nil {
+	if err := deploy.Apply(ctx, f.mgmt.Client, objs); err != nil {
 		return fmt.Errorf("hub overlay: %w", err)
 	}
 	if err := waitEstablished(ctx, f.mgmt.Client, objs); err != nil {
@@ -222,7 +222,7 @@ func (f *LocalFleet) deployOn(ctx context.Context, region string, c *testenv.Clu
 	if err != nil {
 		return err
 	}
-	if err := Apply(ctx, f.mgmt.Client, ov.Management); err != nil {
+	if err := deploy.Apply(ctx, f.mgmt.Client, ov.Management); err != nil {
 		return fmt.Errorf("%s management registration: %w", region, err)
 	}
 	agentObjs := ov.Agent
@@ -231,7 +231,7 @@ func (f *LocalFleet) deployOn(ctx context.Context, region string, c *testenv.Clu
 			return o.GetKind() == "Namespace" && o.GetName() == agentNamespace
 		})
 	}
-	if err := Apply(ctx, c.Client, agentObjs); err != nil {
+	if err := deploy.Apply(ctx, c.Client, agentObjs); err != nil {
 		return fmt.Errorf("%s agent overlay: %w", region, err)
 	}
 	cfg, err := deploy.AgentConfig(ov.Agent)

@@ -3,10 +3,12 @@
 package deploy
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -73,4 +75,43 @@ func AgentConfig(objs []*unstructured.Unstructured) (*config.AgentConfig, error)
 		return cfg, nil
 	}
 	return nil, fmt.Errorf("no ConfigMap %s in the overlay", AgentConfigMap)
+}
+
+// applyOrder sorts objects so that what others need exists first (namespaces, CRDs, accounts and
+// roles before bindings and workloads), the order kubectl apply would need.
+func applyOrder(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	rank := map[string]int{
+		"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 3, "Role": 3,
+		"ClusterRoleBinding": 4, "RoleBinding": 4, "ConfigMap": 5, "Secret": 5,
+	}
+	out := append([]*unstructured.Unstructured(nil), objs...)
+	r := func(o *unstructured.Unstructured) int {
+		if v, ok := rank[o.GetKind()]; ok {
+			return v
+		}
+		return 9
+	}
+	for i := 1; i < len(out); i++ { // stable insertion sort: keeps the overlay's order per rank
+		for j := i; j > 0 && r(out[j]) < r(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// FieldOwner is the field manager of what the scaffolding applies.
+const FieldOwner = "regionsync-test"
+
+// Apply server-side-applies rendered objects in dependency order (as kubectl apply -k would
+// need): the one overlay applier of the e2e, the benchmarks and the tests.
+func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+	for _, o := range applyOrder(objs) {
+		o = o.DeepCopy()
+		o.SetManagedFields(nil)
+		o.SetResourceVersion("")
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
 }
