@@ -253,8 +253,8 @@ func (e *env) startAgent(name, cfgPath string) (*agentProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.proc, err = testenv.StartProcess(e.bin, []string{"--config", cfgPath, "--kubeconfig", kc, "--pprof-bind-address", a.pprof},
-		[]string{"POD_NAME=" + name}, logFile, func() { logFile.Close() })
+	a.proc, err = testenv.StartReplica(testenv.Replica{Binary: e.bin, Name: name, Config: cfgPath, Kubeconfig: kc, PprofAddr: a.pprof,
+		Out: logFile, OnExit: func() { logFile.Close() }})
 	if err != nil {
 		logFile.Close()
 		return nil, err

@@ -686,8 +686,8 @@ func (b *suite) startHubs(ctx context.Context, figure string) ([]*agentProc, err
 		if err != nil {
 			return hubs, err
 		}
-		h.proc, err = testenv.StartProcess(bin, []string{"--config", cfgPath, "--kubeconfig", kc, "--pprof-bind-address", h.pprof},
-			[]string{"POD_NAME=" + h.name}, logFile, func() { logFile.Close() })
+		h.proc, err = testenv.StartReplica(testenv.Replica{Binary: bin, Name: h.name, Config: cfgPath, Kubeconfig: kc, PprofAddr: h.pprof,
+			Out: logFile, OnExit: func() { logFile.Close() }})
 		if err != nil {
 			logFile.Close()
 			return hubs, err

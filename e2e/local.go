@@ -166,8 +166,8 @@ func (f *LocalFleet) deployHub(ctx context.Context, deployDir string) error {
 		if err != nil {
 			return err
 		}
-		p, err := testenv.StartProcess(f.HubBinary, []string{"--config", cfgPath, "--kubeconfig", kubeconfig},
-			[]string{"POD_NAME=" + name}, logFile, func() { logFile.Close() })
+		p, err := testenv.StartReplica(testenv.Replica{Binary: f.HubBinary, Name: name, Config: cfgPath, Kubeconfig: kubeconfig,
+			Out: logFile, OnExit: func() { logFile.Close() }})
 		if err != nil {
 			logFile.Close()
 			return fmt.Errorf("starting %s: %w", name, err)
@@ -299,8 +299,8 @@ func (f *LocalFleet) startAgent(name, cfgPath, kubeconfig string) (*localAgent, 
 	if err != nil {
 		return nil, err
 	}
-	proc, err := testenv.StartAgent(f.AgentBinary, name, cfgPath, kubeconfig, logFile, func() { logFile.Close() },
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+f.Traces.Endpoint(), "OTEL_BSP_SCHEDULE_DELAY=200")
+	proc, err := testenv.StartReplica(testenv.Replica{Binary: f.AgentBinary, Name: name, Config: cfgPath, Kubeconfig: kubeconfig,
+		Out: logFile, OnExit: func() { logFile.Close() }, Env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + f.Traces.Endpoint(), "OTEL_BSP_SCHEDULE_DELAY=200"}})
 	if err != nil {
 		logFile.Close()
 		return nil, err

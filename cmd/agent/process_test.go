@@ -150,7 +150,7 @@ func startAgentWith(t *testing.T, name, localKC string, cfg *config.AgentConfig)
 		t.Fatal(err)
 	}
 	out, w := io.Pipe()
-	p.p, err = testenv.StartAgent(agentBin, name, path, localKC, w, func() { w.Close() })
+	p.p, err = testenv.StartReplica(testenv.Replica{Binary: agentBin, Name: name, Config: path, Kubeconfig: localKC, Out: w, OnExit: func() { w.Close() }})
 	if err != nil {
 		t.Fatal(err)
 	}

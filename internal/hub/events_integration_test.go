@@ -62,7 +62,7 @@ func TestHubEventsAsServiceAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := &lockedBuffer{}
-	p, err := testenv.StartProcess(bin, []string{"--config", cfgPath, "--kubeconfig", kubeconfig}, []string{"POD_NAME=hub-0"}, out, nil)
+	p, err := testenv.StartReplica(testenv.Replica{Binary: bin, Name: "hub-0", Config: cfgPath, Kubeconfig: kubeconfig, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,9 +54,22 @@ func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig, en
 	if err != nil {
 		return nil, err
 	}
-	// POD_NAME is the replica name shown as the Region's leader.
-	return startProcess(cfg.Region, bin, filepath.Join(dir, "agent.log"),
-		[]string{"--config", cfgPath, kubeconfigFlag, c.Kubeconfig}, append([]string{"POD_NAME=agent-" + cfg.Region}, env...))
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%w (run make build)", err)
+	}
+	logPath := filepath.Join(dir, "agent.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	// The replica name is shown as the Region's leader.
+	proc, err := testenv.StartReplica(testenv.Replica{Binary: bin, Name: "agent-" + cfg.Region, Config: cfgPath, Kubeconfig: c.Kubeconfig,
+		Env: env, Out: logFile, OnExit: func() { logFile.Close() }})
+	if err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	return &agentProcess{region: cfg.Region, proc: proc, log: logPath}, nil
 }
 
 // startOperator starts bin/tenant-operator in a region, as a regional team would run it.

@@ -12,12 +12,34 @@ import (
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
-// StartAgent runs the agent binary bin as the replica name (POD_NAME) with the configuration
-// file configPath against the local cluster of kubeconfig, its output to out; onExit runs once
-// it has exited (to close out).
-func StartAgent(bin, name, configPath, kubeconfig string, out io.Writer, onExit func(), env ...string) (*Process, error) {
-	return StartProcess(bin, []string{"--config", configPath, "--kubeconfig", kubeconfig},
-		append([]string{"POD_NAME=" + name}, env...), out, onExit)
+// Replica is one replica of the agent or the hub to run as a process, as a cluster runs it
+// (both binaries take the same flags).
+type Replica struct {
+	// Binary is the agent or hub binary (BuildAgent, BuildHub, or bin/).
+	Binary string
+	// Name is the replica's name (POD_NAME: the leader named on the Leases and the Region).
+	Name string
+	// Config is the configuration file's path (WriteAgentConfig for an agent).
+	Config string
+	// Kubeconfig is the cluster the replica runs in (the agent's region, the hub's management).
+	Kubeconfig string
+	// PprofAddr serves net/http/pprof there ("": off).
+	PprofAddr string
+	// Env adds to the environment (OTEL_* for the traces).
+	Env []string
+	// Out receives the output; OnExit runs once the process has exited (to close Out).
+	Out    io.Writer
+	OnExit func()
+}
+
+// StartReplica runs one replica: the one way the tests, the e2e, the benchmarks and the demo
+// start an agent or hub process.
+func StartReplica(a Replica) (*Process, error) {
+	args := []string{"--config", a.Config, "--kubeconfig", a.Kubeconfig}
+	if a.PprofAddr != "" {
+		args = append(args, "--pprof-bind-address", a.PprofAddr)
+	}
+	return StartProcess(a.Binary, args, append([]string{"POD_NAME=" + a.Name}, a.Env...), a.Out, a.OnExit)
 }
 
 // TenantAgentConfig is a region's agent configuration that syncs the demo Tenants with the
