@@ -7,7 +7,7 @@ CONTROL_PLANE = $(shell scripts/control-plane.sh)
 TEST_TIMEOUT ?= 40m
 FUZZTIME ?= 10s
 
-.PHONY: all help build bench bench-quick bench-tracing docker-build agent-image-offline kind-node-image test-e2e test-e2e-kind test test-rules test-unit soak fuzz demo lint lint-fix generate control-plane clean
+.PHONY: all help build bench bench-quick bench-tracing docker-build agent-image-offline kind-node-image test-e2e test-e2e-kind test test-nightly test-rules test-unit soak fuzz demo lint lint-fix generate control-plane clean
 
 all: build
 
@@ -20,8 +20,15 @@ build: ## Build the agent, the hub, region-kubeconfig and the kubectl plugin (cm
 control-plane: ## Build (first time) or locate the cached control-plane binaries.
 	@scripts/control-plane.sh >/dev/null
 
+# Most integration tests wait on API servers and agents rather than compute: TEST_PARALLEL packages
+# run at once (go test -p), more than the cores.
+TEST_PARALLEL ?= 4
 test: control-plane build test-rules ## Unit and integration tests against real API servers, and the alert rules.
-	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
+	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags integration -p $(TEST_PARALLEL) -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+NIGHTLY_TIMEOUT ?= 90m
+test-nightly: control-plane build test-rules ## make test plus the long soaks (build tag nightly), e.g. a credential renewed past a real token's 10-minute expiry.
+	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags integration,nightly -p $(TEST_PARALLEL) -count=1 -timeout $(NIGHTLY_TIMEOUT) ./...
 
 E2E_TIMEOUT ?= 20m
 test-e2e: control-plane ## End-to-end scenarios on the local provider (management + 3 regions, 2 added by the scenarios; agents and the hub as processes).

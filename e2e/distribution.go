@@ -176,10 +176,7 @@ func RunDistributionScenario(t *testing.T, f Fleet) {
 		waitHubEvent(t, mgmt, legacyNamespace, "legacy", corev1.EventTypeWarning, hub.EventConflict)
 		s.assertForeignUntouched(t, foreign, conflicted)
 		// Deleting the Distribution removes its own object only.
-		if err := author.Delete(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the Distribution deleted with its own per-region object", 2*time.Minute, func() error {
+		deleteDistribution(ctx, t, mgmt, author, keys, d, "the Distribution deleted with its own per-region object", 2*time.Minute, func() error {
 			if s.get(ctx, legacyNamespace, "legacy") != nil {
 				return errors.New("the Distribution still exists")
 			}
@@ -275,10 +272,7 @@ func RunDistributionScenario(t *testing.T, f Fleet) {
 			}
 			return nil
 		})
-		if err := author.Delete(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the Distribution deleted (the hub releases its finalizer)", time.Minute, func() error {
+		deleteDistribution(ctx, t, mgmt, author, keys, d, "the Distribution deleted (the hub releases its finalizer)", time.Minute, func() error {
 			if s.get(ctx, distNamespace, "storefront") != nil {
 				return errors.New("still there")
 			}
@@ -634,5 +628,40 @@ func waitHubEvent(t *testing.T, c client.Client, ns, name, typ, reason string) {
 			}
 		}
 		return fmt.Errorf("events: %v", seen)
+	})
+}
+
+// deleteDistribution deletes a Distribution as its author and waits until gone() holds. The
+// hub's shrink guard counts a deletion against each region's budget across all Distributions:
+// when earlier scenarios removed objects from the same regions within the guard's window, the
+// deletion is held (RemovalHeld), and the scenario confirms it as an operator would, with the
+// annotation and a time after the hold began.
+func deleteDistribution(ctx context.Context, t *testing.T, mgmt, author client.Client, keys shard.Keys, d *regionsyncv1alpha1.Distribution,
+	what string, timeout time.Duration, gone func() error) {
+	t.Helper()
+	if err := author.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	confirmed := false
+	testenv.Eventually(t, what, timeout, func() error {
+		err := gone()
+		if err == nil || confirmed {
+			return err
+		}
+		live := &regionsyncv1alpha1.Distribution{}
+		if mgmt.Get(ctx, client.ObjectKeyFromObject(d), live) != nil {
+			return err
+		}
+		held := meta.FindStatusCondition(live.Status.Conditions, regionsyncv1alpha1.DistributionRemovalHeld)
+		if held == nil || held.Status != metav1.ConditionTrue {
+			return err
+		}
+		t.Logf("Distribution %s/%s: its deletion is held (%s); confirming it", d.Namespace, d.Name, held.Message)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, keys.ConfirmRemovalsBefore, time.Now().Add(time.Second).UTC().Format(time.RFC3339))
+		if perr := author.Patch(ctx, live, client.RawPatch(types.MergePatchType, []byte(patch))); perr != nil {
+			return fmt.Errorf("confirming the held deletion: %w", perr)
+		}
+		confirmed = true
+		return err
 	})
 }

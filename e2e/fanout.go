@@ -395,10 +395,7 @@ func RunSameClusterScenario(t *testing.T, f Fleet, region string) {
 		}
 		return copies()
 	})
-	if err := author.Delete(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "deleting the Distribution removes every copy and its per-region object", 2*time.Minute, func() error {
+	deleteDistribution(ctx, t, mgmt, author, keys, d, "deleting the Distribution removes every copy and its per-region object", 2*time.Minute, func() error {
 		cms := &corev1.ConfigMapList{}
 		if err := mgmt.List(ctx, cms, client.HasLabels{keys.FanOutSource}); err != nil {
 			return err

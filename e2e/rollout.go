@@ -171,20 +171,18 @@ func RunRolloutScenario(t *testing.T, f Fleet) {
 		if d := s.get(ctx, rolloutNamespace, rolloutName); d == nil || !meta.IsStatusConditionTrue(d.Status.Conditions, regionsyncv1alpha1.DistributionHalted) {
 			t.Errorf("the rollout is no longer halted once %s is back: %+v", down, d)
 		}
-		if err := author.Delete(ctx, &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: rolloutNamespace, Name: rolloutName}}); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the Distribution deleted with every region's object", 2*time.Minute, func() error {
-			if s.get(ctx, rolloutNamespace, rolloutName) != nil {
-				return errors.New("the Distribution still exists")
-			}
-			for _, r := range regions {
-				if err := s.absent(ctx, rolloutNamespace, rolloutName, r); err != nil {
-					return err
+		deleteDistribution(ctx, t, f.Management(), author, s.keys, &regionsyncv1alpha1.Distribution{ObjectMeta: metav1.ObjectMeta{Namespace: rolloutNamespace, Name: rolloutName}},
+			"the Distribution deleted with every region's object", 2*time.Minute, func() error {
+				if s.get(ctx, rolloutNamespace, rolloutName) != nil {
+					return errors.New("the Distribution still exists")
 				}
-			}
-			return nil
-		})
+				for _, r := range regions {
+					if err := s.absent(ctx, rolloutNamespace, rolloutName, r); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 	})
 }
 
