@@ -231,8 +231,8 @@ func (r *Reconciler) releasedBefore(ctx context.Context) (time.Time, error) {
 
 // newBudget builds the kind's budget gate: it counts from the caches and reads releases from
 // the Region.
-func (r *Reconciler) newBudget(b budget.Budget) *budget.Gate {
-	g := budget.NewGate(b, r.census)
+func (r *Reconciler) newBudget(b budget.Budget) *budget.Ledger {
+	g := budget.NewLedger(b, r.census)
 	g.ReleasedBefore = r.releasedBefore
 	return g
 }

@@ -36,11 +36,11 @@ type Engine struct {
 	cfg *Settings
 	mgr manager.Manager
 	// remoteConfig reaches management through guard: its connections are counted and its writes
-	// refused until management's identity is verified after the last new one (connGuard).
+	// refused until management's identity is verified after the last new one (connVerifier).
 	remoteConfig *rest.Config
 	// remoteHTTP is remoteConfig's HTTP client, shared by the management clients.
 	remoteHTTP   *http.Client
-	guard        *connGuard
+	guard        *connVerifier
 	keys         shard.Keys
 	mapper       *shard.Mapper
 	gvks         []schema.GroupVersionKind
@@ -68,7 +68,7 @@ type Engine struct {
 	kinds []*kind
 	// writes gates every write to management and to the local cluster: open only while the
 	// shard claim is held (RunControllers).
-	writes WriteGate
+	writes ClaimGate
 	tracer trace.Tracer
 	// identity pins the management cluster's identity (identityPin).
 	identity *identityPin
@@ -104,9 +104,9 @@ func NewEngine(p Params) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local client: %w", err)
 	}
-	guard := newConnGuard()
+	guard := newConnVerifier()
 	e := &Engine{
-		writes: WriteGate{verify: guard.ensure},
+		writes: ClaimGate{verify: guard.ensure},
 		cfg:    cfg, mgr: mgr, log: p.Log, guard: guard, remoteConfig: guard.wrap(p.Management),
 		keys: shard.NewKeys(cfg.AnnotationDomain), mapper: mapper, gvks: cfg.GVKs(),
 		sessionReady: make(chan struct{}), tracer: p.Tracer,

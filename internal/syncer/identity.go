@@ -23,7 +23,7 @@ import (
 // the shard, the agent records the management cluster's identity (the UID of its kube-system
 // namespace) in a ConfigMap of the region. On every check afterwards — before the first claim,
 // every IdentityCheckInterval while syncing, before the first write after every new connection
-// to management (connGuard), and again until a refused identity is accepted —
+// to management (connVerifier), and again until a refused identity is accepted —
 // it compares what management says with the record (or with management.clusterID, which an
 // operator sets to confirm a new identity). On a mismatch nothing is written to either cluster
 // and nothing is deleted. The same check notices management's resourceVersion moving backwards
@@ -64,7 +64,7 @@ type identityPin struct {
 	base *rest.Config
 	// guard opens management writes after a check that accepted management, for the
 	// connections made before that check started.
-	guard     *connGuard
+	guard     *connVerifier
 	local     client.Client // writes the record (never gated: it is the agent's own state)
 	reader    client.Reader // reads the record uncached
 	record    types.NamespacedName

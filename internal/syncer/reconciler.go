@@ -84,7 +84,7 @@ type Reconciler struct {
 
 	// Budget holds the deletions the remote side causes (orphans, mass termination) beyond the
 	// deletion budget.
-	Budget *budget.Gate
+	Budget *budget.Ledger
 	// SecretRecheck is how long an upload is trusted before the remote secret is read again.
 	SecretRecheck time.Duration
 

@@ -66,7 +66,7 @@ const (
 	Hold
 )
 
-// Timing of the gate.
+// Timing of the ledger.
 const (
 	// Settle is how long a deletion candidate waits before it is judged.
 	Settle = 2 * time.Second
@@ -87,10 +87,11 @@ type Summary struct {
 	First types.NamespacedName
 }
 
-// Gate applies the budget to one kind. A hold is latched: once the budget is exceeded,
+// Ledger applies the budget to one kind: it counts the deletions the remote side causes and
+// holds those past the budget. A hold is latched: once the budget is exceeded,
 // every doomed copy is held, and the hold ends only when every held copy's remote object is back
 // (or its copy is gone) or an operator releases it; a partial restore never drains it.
-type Gate struct {
+type Ledger struct {
 	budget Budget
 	count  CensusTaker
 	// releasedBefore reads the Region's release time (zero: none); nil reads nothing.
@@ -116,12 +117,12 @@ type Gate struct {
 	releaseRead, lastEvent time.Time
 }
 
-// NewGate returns the gate of budget b over the census count takes.
-func NewGate(b Budget, count CensusTaker) *Gate {
+// NewLedger returns the ledger of budget b over the census count takes.
+func NewLedger(b Budget, count CensusTaker) *Ledger {
 	if b.Window <= 0 {
 		b.Window = 10 * time.Minute
 	}
-	return &Gate{
+	return &Ledger{
 		budget: b, count: count, Now: time.Now,
 		seen: map[types.NamespacedName]time.Time{}, grants: map[types.NamespacedName]time.Time{},
 		held: map[types.NamespacedName]time.Time{}, released: map[types.NamespacedName]bool{},
@@ -132,7 +133,7 @@ func NewGate(b Budget, count CensusTaker) *Gate {
 // Decide judges the deletion of the copy of remote key: allowed, to be judged again after wait
 // (SettleVerdict), or held. When a hold's summarizing event is due, summary is set (at most once per
 // EventInterval per kind, whatever the number of held copies).
-func (g *Gate) Decide(ctx context.Context, key types.NamespacedName) (v Verdict, wait time.Duration, summary *Summary, err error) {
+func (g *Ledger) Decide(ctx context.Context, key types.NamespacedName) (v Verdict, wait time.Duration, summary *Summary, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.Now()
@@ -185,7 +186,7 @@ func (g *Gate) Decide(ctx context.Context, key types.NamespacedName) (v Verdict,
 
 // recount takes a new census and prunes the hold: copies whose remote object is back (or
 // whose copy is gone) are no longer held, and a hold with nothing left ends.
-func (g *Gate) recount(ctx context.Context, now time.Time) error {
+func (g *Ledger) recount(ctx context.Context, now time.Time) error {
 	c, err := g.count(ctx)
 	if err != nil {
 		return err
@@ -208,7 +209,7 @@ func (g *Gate) recount(ctx context.Context, now time.Time) error {
 }
 
 // pending counts the doomed copies not granted or released yet, key included.
-func (g *Gate) pending(key types.NamespacedName) int {
+func (g *Ledger) pending(key types.NamespacedName) int {
 	n := 0
 	for k := range g.c.Doomed {
 		if _, granted := g.grants[k]; !granted && !g.released[k] {
@@ -222,7 +223,7 @@ func (g *Gate) pending(key types.NamespacedName) int {
 }
 
 // latch holds every doomed copy not granted or released (and key), keeping when each was first held.
-func (g *Gate) latch(now time.Time, key types.NamespacedName) {
+func (g *Ledger) latch(now time.Time, key types.NamespacedName) {
 	add := func(k types.NamespacedName) {
 		if _, granted := g.grants[k]; granted || g.released[k] {
 			return
@@ -239,7 +240,7 @@ func (g *Gate) latch(now time.Time, key types.NamespacedName) {
 
 // readRelease reads the Region's release time (at most every ReleaseRecheck) and releases every
 // hold that started before it.
-func (g *Gate) readRelease(ctx context.Context, now time.Time) {
+func (g *Ledger) readRelease(ctx context.Context, now time.Time) {
 	if g.ReleasedBefore == nil || now.Sub(g.releaseRead) < ReleaseRecheck {
 		return
 	}
@@ -252,7 +253,7 @@ func (g *Gate) readRelease(ctx context.Context, now time.Time) {
 }
 
 // release releases every hold that started before t; the hold ends when none is left.
-func (g *Gate) release(t time.Time) {
+func (g *Ledger) release(t time.Time) {
 	for k, since := range g.held {
 		if since.Before(t) {
 			g.released[k] = true
@@ -265,7 +266,7 @@ func (g *Gate) release(t time.Time) {
 }
 
 // summaryDue returns the hold's summary when its event is due.
-func (g *Gate) summaryDue(now time.Time) *Summary {
+func (g *Ledger) summaryDue(now time.Time) *Summary {
 	if !g.lastEvent.IsZero() && now.Sub(g.lastEvent) < EventInterval {
 		return nil
 	}
@@ -289,7 +290,7 @@ func (g *Gate) summaryDue(now time.Time) *Summary {
 }
 
 // expire forgets grants older than the window and candidates never judged again.
-func (g *Gate) expire(now time.Time) {
+func (g *Ledger) expire(now time.Time) {
 	for k, t := range g.grants {
 		if now.Sub(t) >= g.budget.Window {
 			delete(g.grants, k)
@@ -304,14 +305,14 @@ func (g *Gate) expire(now time.Time) {
 
 // ReleaseUsable reports whether the release-deletion annotation of the copy uid was not used
 // yet: an annotation releases one deletion, not the copy forever.
-func (g *Gate) ReleaseUsable(uid types.UID) bool {
+func (g *Ledger) ReleaseUsable(uid types.UID) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return !g.consumed[uid]
 }
 
 // UseRelease records that the release-deletion annotation of the copy uid let its deletion through.
-func (g *Gate) UseRelease(uid types.UID) {
+func (g *Ledger) UseRelease(uid types.UID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.consumed[uid] = true
@@ -319,7 +320,7 @@ func (g *Gate) UseRelease(uid types.UID) {
 
 // Deleted records that the deletion of the copy of key was issued: a release from management
 // is used up.
-func (g *Gate) Deleted(key types.NamespacedName) {
+func (g *Ledger) Deleted(key types.NamespacedName) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.released, key)
@@ -331,7 +332,7 @@ func (g *Gate) Deleted(key types.NamespacedName) {
 const heldStatsAge = 5 * time.Second
 
 // Held reports the number of held deletions, recounting from the caches while a hold lasts.
-func (g *Gate) Held(ctx context.Context) int {
+func (g *Ledger) Held(ctx context.Context) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.latched.IsZero() {
@@ -345,7 +346,7 @@ func (g *Gate) Held(ctx context.Context) int {
 
 // Reset forgets every judgement made on what the agent saw before (after a management identity
 // episode): holds, grants and SettleVerdict times. Consumed releases stay consumed.
-func (g *Gate) Reset() {
+func (g *Ledger) Reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.c, g.at = Census{}, time.Time{}

@@ -62,7 +62,7 @@ func key(name string) types.NamespacedName { return types.NamespacedName{Namespa
 // gateRun drives a gate on a fake clock.
 type gateRun struct {
 	t       *testing.T
-	g       *Gate
+	g       *Ledger
 	kind    *fakeKind
 	now     time.Time
 	release time.Time
@@ -71,7 +71,7 @@ type gateRun struct {
 
 func newGateRun(t *testing.T, b Budget, live int) *gateRun {
 	r := &gateRun{t: t, kind: &fakeKind{live: live, doomed: map[string]bool{}}, now: time.Unix(1_000_000, 0)}
-	r.g = NewGate(b, r.kind.census)
+	r.g = NewLedger(b, r.kind.census)
 	r.g.Now = func() time.Time { return r.now }
 	r.g.ReleasedBefore = func(context.Context) (time.Time, error) { r.reads++; return r.release, nil }
 	return r

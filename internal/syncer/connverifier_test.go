@@ -9,7 +9,7 @@ import (
 // The guard is closed until a check accepts management, and again after every new connection
 // made since that check started; a write then waits for one check.
 func TestConnGuard(t *testing.T) {
-	g := newConnGuard()
+	g := newConnVerifier()
 	if !errors.Is(g.err(), ErrIdentityUnverified) {
 		t.Fatal("open before any check")
 	}

@@ -13,30 +13,30 @@ import (
 // ErrNotClaimed is returned for a write attempted without the shard claim.
 var ErrNotClaimed = errors.New("shard claim not held: write refused")
 
-// WriteGate says whether the agent may write, to management and to the local cluster. Each claim
+// ClaimGate says whether the agent may write, to management and to the local cluster. Each claim
 // period opens it and releases it the moment the claim is lost, so an in-flight reconcile cannot
 // write after that. It counts its holders: the end of one claim period that overlaps the start of
 // the next (client-go runs them in goroutines of their own) never closes the gate under the newer
-// one. While its verify says management's identity is unverified (connGuard), writes to
+// one. While its verify says management's identity is unverified (connVerifier), writes to
 // either cluster are refused too: a copy is never written from what an unverified management
 // serves.
-type WriteGate struct {
+type ClaimGate struct {
 	holders atomic.Int64
 	verify  func(context.Context) error
 }
 
 // Open lets writes pass until the returned release is called (by every holder that opened it);
 // release may be called any number of times, only the first counts.
-func (g *WriteGate) Open() (release func()) {
+func (g *ClaimGate) Open() (release func()) {
 	g.holders.Add(1)
 	var once sync.Once
 	return func() { once.Do(func() { g.holders.Add(-1) }) }
 }
 
 // IsOpen reports whether writes pass.
-func (g *WriteGate) IsOpen() bool { return g.holders.Load() > 0 }
+func (g *ClaimGate) IsOpen() bool { return g.holders.Load() > 0 }
 
-func (g *WriteGate) check(ctx context.Context) error {
+func (g *ClaimGate) check(ctx context.Context) error {
 	if !g.IsOpen() {
 		return ErrNotClaimed
 	}
@@ -50,7 +50,7 @@ func (g *WriteGate) check(ctx context.Context) error {
 // an open gate; its reads are the wrapped client's.
 type gatedClient struct {
 	client.Client
-	gate *WriteGate
+	gate *ClaimGate
 }
 
 func (c *gatedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
@@ -103,7 +103,7 @@ func (c *gatedClient) SubResource(name string) client.SubResourceClient {
 
 type gatedSubResource struct {
 	client.SubResourceClient
-	gate *WriteGate
+	gate *ClaimGate
 }
 
 func (s *gatedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {

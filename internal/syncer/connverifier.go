@@ -20,7 +20,7 @@ import (
 // (a disaster-recovery cluster restored with the same PKI, a DNS or VIP failover).
 var ErrIdentityUnverified = errors.New("management's identity not verified since the last new connection: write refused")
 
-// connGuard ties every write to management's verified identity, per connection. Every new
+// connVerifier ties every write to management's verified identity, per connection. Every new
 // connection of the engine's management clients (a watch re-established, a relist, a client
 // reconnecting after an outage) opens an epoch in which nothing is written to either cluster,
 // until an identity check made over a connection of its own, started after that dial, accepts
@@ -29,7 +29,7 @@ var ErrIdentityUnverified = errors.New("management's identity not verified since
 // cluster while the agent runs yields no write on that cluster and no copy changed from what it
 // serves (a remote object whose UID changed included): its first request arrives over a new
 // connection.
-type connGuard struct {
+type connVerifier struct {
 	// dials counts new connections; verifiedAt is 1 + the dial count at the start of the last
 	// check that accepted management (0: never), so the guard is open only while no connection
 	// was made since that check started.
@@ -42,11 +42,11 @@ type connGuard struct {
 	mu     sync.Mutex
 }
 
-func newConnGuard() *connGuard { return &connGuard{dialed: make(chan struct{}, 1)} }
+func newConnVerifier() *connVerifier { return &connVerifier{dialed: make(chan struct{}, 1)} }
 
 // wrap returns a copy of cfg whose connections are counted and whose mutating requests (every
 // method but GET and HEAD) are refused with ErrIdentityUnverified while the guard is closed.
-func (g *connGuard) wrap(cfg *rest.Config) *rest.Config {
+func (g *connVerifier) wrap(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	dial := c.Dial
 	if dial == nil {
@@ -78,17 +78,17 @@ func (g *connGuard) wrap(cfg *rest.Config) *rest.Config {
 
 // snapshot is taken before an identity check; accepted(snapshot) opens the guard if no
 // connection was made since.
-func (g *connGuard) snapshot() uint64 { return g.dials.Load() }
+func (g *connVerifier) snapshot() uint64 { return g.dials.Load() }
 
-func (g *connGuard) accepted(snapshot uint64) { g.verifiedAt.Store(snapshot + 1) }
+func (g *connVerifier) accepted(snapshot uint64) { g.verifiedAt.Store(snapshot + 1) }
 
 // refused closes the guard until the next accepted check.
-func (g *connGuard) refused() { g.verifiedAt.Store(0) }
+func (g *connVerifier) refused() { g.verifiedAt.Store(0) }
 
 // ensure returns nil when management's identity holds for every connection made, checking it
 // first (over a fresh connection) if a connection was made since the last check: a write after a
 // reconnection waits for one identity check, milliseconds, rather than failing.
-func (g *connGuard) ensure(ctx context.Context) error {
+func (g *connVerifier) ensure(ctx context.Context) error {
 	if g.err() == nil || g.verify == nil {
 		return g.err()
 	}
@@ -102,7 +102,7 @@ func (g *connGuard) ensure(ctx context.Context) error {
 }
 
 // err is nil while management's identity holds for every connection made.
-func (g *connGuard) err() error {
+func (g *connVerifier) err() error {
 	if g.verifiedAt.Load() != g.dials.Load()+1 {
 		return ErrIdentityUnverified
 	}
