@@ -681,6 +681,10 @@ func (r *DistributionReconciler) finalize(ctx context.Context, d *regionsyncv1al
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if in.Held {
+			// A hold is latched until confirmed: the annotation's update wakes the Distribution.
+			return ctrl.Result{RequeueAfter: after}, nil
+		}
 		return ctrl.Result{RequeueAfter: minPositive(after, 2*time.Second)}, nil
 	}
 	if d.Spec.DeletionPolicy == regionsyncv1alpha1.DeletionPolicyOrphan {
