@@ -19,8 +19,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -262,10 +262,7 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.r.note("placement of the initial sync's timed runs (the plain client's and the agent's): %s", b.place)
-	b.concurrency = fleetspec.DefaultConcurrency
-	if c := e.mainConfig.Resources[0].Concurrency; c > 0 {
-		b.concurrency = c
-	}
+	b.concurrency = agentconfig.Effective(e.mainConfig).Resources[0].Concurrency
 	b.r.note("agent: bin/agent as %d process(es) per region with deploy/regions/%s's configuration (%d workers, management qps/burst %s); plain client: the same identities, no client-side limit, %d workers",
 		e.replicas, e.mainRegion, b.concurrency, qpsText(e.mainConfig), b.concurrency)
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/deploy"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -220,7 +221,7 @@ func (e *env) writeAgentConfig(cfg *config.AgentConfig) (string, error) {
 	cfg.Management.Kubeconfig = kc
 	cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{} // no token to renew: it impersonates
 	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
-	return testenv.WriteAgentConfig(filepath.Join(e.dir, cfg.Region+"-agent.yaml"), cfg)
+	return agentconfig.WriteConfig(filepath.Join(e.dir, cfg.Region+"-agent.yaml"), cfg)
 }
 
 // localKubeconfig is the agent's kubeconfig in the region (its ServiceAccount), written once:

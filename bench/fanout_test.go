@@ -21,7 +21,7 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
-	"github.com/regionsync/regionsync/test/framework/testenv"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 )
 
 // fanOutRegion is the region of the fan-out figure's agent.
@@ -110,7 +110,7 @@ func (e *env) writeFanOutConfig(cfg *config.AgentConfig) (string, error) {
 	cfg.Management.Kubeconfig = kc
 	cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{}
 	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
-	return testenv.WriteAgentConfig(filepath.Join(e.dir, cfg.Region+"-agent.yaml"), cfg)
+	return agentconfig.WriteConfig(filepath.Join(e.dir, cfg.Region+"-agent.yaml"), cfg)
 }
 
 // fanOut measures namespace fan-out: one ConfigMap into n namespaces by one agent (its own
@@ -120,7 +120,7 @@ func (e *env) writeFanOutConfig(cfg *config.AgentConfig) (string, error) {
 func (b *suite) fanOut() {
 	n := b.p.Sizes[len(b.p.Sizes)-1]
 	const label = "bench-fanout"
-	keys := shard.NewKeys(b.e.mainConfig.AnnotationDomain)
+	keys := shard.NewKeys(agentconfig.Effective(b.e.mainConfig).AnnotationDomain)
 	for _, o := range fanOutRBAC() {
 		if err := b.localAdmin.Create(b.ctx, o); err != nil {
 			b.errorf("fan-out: RBAC: %v", err)
@@ -171,7 +171,7 @@ func (b *suite) fanOut() {
 	}
 	cfg.Region = fanOutRegion
 	cfg.Shard = fleetspec.Shard{RemoteResourceSuffix: "-" + fanOutRegion, NamespacePrefix: "fan-"}
-	cfg.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap", Concurrency: b.concurrency,
+	cfg.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", Concurrency: b.concurrency,
 		FanOut: &fleetspec.FanOut{Enabled: true, WideSourceNamespaces: []string{src}}}}
 	cfgPath, err := b.e.writeFanOutConfig(cfg)
 	if err != nil {

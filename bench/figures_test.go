@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 )
 
 func tenantRef(namespace, name string) *demov1alpha1.Tenant {
@@ -389,7 +390,7 @@ func (b *suite) idle() {
 		// One start every claim renewal period ÷ regions: the agents' periodic requests spread
 		// over the period as independently started agents' are (the simulated fleet is spread
 		// the same way before its idle window).
-		time.Sleep(b.e.mainConfig.Management.Claim.RetryPeriod.Duration / time.Duration(b.p.Idle))
+		time.Sleep(agentconfig.Effective(b.e.mainConfig).Claim.RetryPeriod / time.Duration(b.p.Idle))
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for i := 0; i < len(agents); {

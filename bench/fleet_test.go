@@ -39,11 +39,12 @@ import (
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // The fleet simulator: many regions' agents in this process, each a regionsync.Syncer built from
-// the shipped configuration exactly as bin/agent builds it (regionsync.OptionsFromConfig), with
+// the shipped configuration exactly as bin/agent builds it (config.AgentConfig.Options), with
 // its own management client (its own identity and connection), its own management caches
 // (watches filtered by its selector), shard claim, Region status and identity checks. Only the
 // regional side is shared: one manager, one cache and one regional API server for all of them,
@@ -187,7 +188,7 @@ func (b *suite) startSimFleet(names []string, cfgs map[string]*config.AgentConfi
 	}
 	f := &simFleet{regions: names, done: make(chan struct{})}
 	for _, r := range names {
-		opts := regionsync.OptionsFromConfig(cfgs[r], b.regionManagementConfig(r))
+		opts := cfgs[r].Options(b.regionManagementConfig(r))
 		opts.Logger = log.WithName(r)
 		opts.Version = "bench"
 		s, err := regionsync.New(mgr, opts)
@@ -263,14 +264,14 @@ func (f *simFleet) waitSynced(ctx context.Context, perRegion int, timeout time.D
 // meets the Lease changed by the claim's own bookkeeping: one conflict, a read and a second
 // write, once per claim).
 func (b *suite) settle() time.Duration {
-	return max(15*time.Second, b.e.mainConfig.Management.Claim.RetryPeriod.Duration+10*time.Second)
+	return max(15*time.Second, agentconfig.Effective(b.e.mainConfig).Claim.RetryPeriod+10*time.Second)
 }
 
 // idleWindow is BENCH_IDLE_WINDOW rounded up to whole claim renewal periods: regions started
 // together renew in step, and a window of another length would count one renewal more or less of
 // all of them.
 func (b *suite) idleWindow() time.Duration {
-	period := b.e.mainConfig.Management.Claim.RetryPeriod.Duration
+	period := agentconfig.Effective(b.e.mainConfig).Claim.RetryPeriod
 	if period <= 0 {
 		return b.p.IdleWindow
 	}
@@ -378,7 +379,7 @@ func (b *suite) fleet() {
 		// which costs the API server less per request than independently started agents do
 		// (their requests arrive spread out). Restarted with their starts spread at random over
 		// one claim renewal period, they stand for agents started at independent times.
-		spread := b.e.mainConfig.Management.Claim.RetryPeriod.Duration
+		spread := agentconfig.Effective(b.e.mainConfig).Claim.RetryPeriod
 		f.stop()
 		if f, err = b.startSimFleet(names[:n], withStartJitter(cfgs, spread), log.WithName(fmt.Sprintf("fleet-%d-spread", n))); err != nil {
 			b.errorf("fleet: %v", err)

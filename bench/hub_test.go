@@ -27,6 +27,7 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -238,7 +239,7 @@ func (b *suite) hubFigures() {
 		b.errorf("hub: %v", err)
 		return
 	}
-	rec := &hubRecorder{keys: shard.NewKeys(b.e.mainConfig.AnnotationDomain), objs: map[string]hubCopy{}}
+	rec := &hubRecorder{keys: shard.NewKeys(agentconfig.Effective(b.e.mainConfig).AnnotationDomain), objs: map[string]hubCopy{}}
 	if err := b.watchHubNamespace(ctx, rec); err != nil {
 		b.errorf("hub: watching management: %v", err)
 		return

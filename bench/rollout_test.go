@@ -37,6 +37,7 @@ import (
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/deploy"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -193,7 +194,7 @@ func (b *suite) rollout() {
 		b.errorf("rollout: %v", err)
 		return
 	}
-	rec := &rolloutRecorder{keys: shard.NewKeys(b.e.mainConfig.AnnotationDomain)}
+	rec := &rolloutRecorder{keys: shard.NewKeys(agentconfig.Effective(b.e.mainConfig).AnnotationDomain)}
 	if err := b.startRolloutOperator(ctx, names, rec); err != nil {
 		b.errorf("rollout: the tenant operator: %v", err)
 		return

@@ -28,6 +28,7 @@ import (
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/deploy"
 	"github.com/regionsync/regionsync/test/framework/otlpsink"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -256,7 +257,7 @@ func (f *LocalFleet) deployOn(ctx context.Context, region string, c *testenv.Clu
 	cfg.Management.Kubeconfig = mgmtKC
 	cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{}
 	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfgPath, err := testenv.WriteAgentConfig(filepath.Join(f.Dir, region+"-agent.yaml"), cfg)
+	cfgPath, err := agentconfig.WriteConfig(filepath.Join(f.Dir, region+"-agent.yaml"), cfg)
 	if err != nil {
 		return err
 	}

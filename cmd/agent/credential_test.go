@@ -26,6 +26,7 @@ import (
 	"github.com/regionsync/regionsync/internal/credential"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/deploy"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -79,8 +80,8 @@ func newCredentialEnv(t *testing.T, region string, lifetime, renewAfter time.Dur
 	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cr := e.cfg.Management.CredentialRenewal
-	e.secret = client.ObjectKey{Namespace: cr.SecretNamespace, Name: cr.SecretName}
+	cr := agentconfig.Effective(e.cfg).Management.CredentialRenewal // the overlay's, defaults included
+	e.secret = cr.Secret
 	e.create(e.local.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.secret.Namespace, Name: e.secret.Name},
 		Data: map[string][]byte{cr.SecretKey: kc}})
 	// The file the Deployment mounts from that Secret, local paths and ports; the margin makes a
@@ -175,7 +176,7 @@ func (e *credentialEnv) storedToken() (credential.Token, error) {
 	if err := e.local.Client.Get(e.ctx, e.secret, s); err != nil {
 		return credential.Token{}, err
 	}
-	value, err := credential.KubeconfigToken(s.Data[e.cfg.Management.CredentialRenewal.SecretKey])
+	value, err := credential.KubeconfigToken(s.Data[agentconfig.Effective(e.cfg).Management.CredentialRenewal.SecretKey])
 	if err != nil {
 		return credential.Token{}, err
 	}
@@ -326,7 +327,7 @@ func TestCredentialRevoked(t *testing.T) {
 	if err := e.local.Client.Get(e.ctx, e.secret, s); err != nil {
 		t.Fatal(err)
 	}
-	s.Data[e.cfg.Management.CredentialRenewal.SecretKey] = e.kubeconfig(e.issueToken(credential.MinLifetime).Value)
+	s.Data[agentconfig.Effective(e.cfg).Management.CredentialRenewal.SecretKey] = e.kubeconfig(e.issueToken(credential.MinLifetime).Value)
 	if err := e.local.Client.Update(e.ctx, s); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/test/framework/testenv"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 )
 
 // "agent decommission" as an operator runs it, against a region whose agent ran as a process:
@@ -31,7 +31,7 @@ func TestAgentDecommissionCommand(t *testing.T) {
 	e.tenant("acme", "t0-dce")
 	e.waitLocal(local, "acme", "t0", 30*time.Second)
 
-	path, err := testenv.WriteAgentConfig(filepath.Join(t.TempDir(), "dc-east.yaml"), cfg)
+	path, err := agentconfig.WriteConfig(filepath.Join(t.TempDir(), "dc-east.yaml"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,11 +78,11 @@ func run(ctx context.Context, cfg *config.AgentConfig, pprofAddr string) error {
 	if err != nil {
 		return fmt.Errorf("local cluster: %w", err)
 	}
-	management, err := regionsync.ManagementConfig(cfg)
+	management, err := cfg.ManagementConfig()
 	if err != nil {
 		return err
 	}
-	opts := regionsync.OptionsFromConfig(cfg, management)
+	opts := cfg.Options(management)
 	log := ctrl.Log.WithName("agent").WithValues("region", cfg.Region)
 	opts.Logger, opts.Version = log, Version
 	tp, shutdown, err := tracer.NewTracerProvider(ctx, cfg.Telemetry.Tracing, tracer.Identity{
@@ -191,11 +191,11 @@ func decommission(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *managementKubeconfig != "" {
 		cfg.Management.Kubeconfig = *managementKubeconfig
 	}
-	management, err := regionsync.ManagementConfig(cfg)
+	management, err := cfg.ManagementConfig()
 	if err != nil {
 		return fail(err)
 	}
-	opts := regionsync.OptionsFromConfig(cfg, management)
+	opts := cfg.Options(management)
 	var local client.Client
 	if !*withoutRegion {
 		rc, err := ctrl.GetConfig()
@@ -213,7 +213,7 @@ func decommission(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		DeleteCopies: *deleteCopies, DryRun: *dryRun, Force: *force, OutOfShardOnly: *outOfShard, Timeout: *timeout,
 		Logger: ctrl.Log.WithName("decommission"),
 	})
-	report.Write(stdout, cfg.Region, cfg.Management.Namespace)
+	report.Write(stdout, cfg.Region, report.LeaseNamespace)
 	if err != nil {
 		return fail(err)
 	}

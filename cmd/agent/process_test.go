@@ -30,6 +30,7 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -145,7 +146,7 @@ func startAgentWith(t *testing.T, name, localKC string, cfg *config.AgentConfig)
 	p := &proc{name: name, metrics: freeAddr(t), healthz: freeAddr(t)}
 	c := *cfg
 	c.Telemetry.MetricsAddr, c.Telemetry.HealthAddr = p.metrics, p.healthz
-	path, err := testenv.WriteAgentConfig(filepath.Join(t.TempDir(), name+".yaml"), &c)
+	path, err := agentconfig.WriteConfig(filepath.Join(t.TempDir(), name+".yaml"), &c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func (e *fleetEnv) create(c client.Client, o client.Object) {
 
 // agentConfig is a region's configuration with short leader-election and claim durations.
 func agentConfig(region, suffix, managementKubeconfig string) *config.AgentConfig {
-	cfg := testenv.TenantAgentConfig(region, suffix, managementKubeconfig)
+	cfg := agentconfig.TenantConfig(region, suffix, managementKubeconfig)
 	short := fleetspec.LeaseTimings{
 		LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
 		RenewDeadline: metav1.Duration{Duration: 3 * time.Second},

@@ -55,7 +55,7 @@ func main() {
 		os.Exit(1)
 	}
 	if *checkOnly {
-		fmt.Printf("config %s is valid: annotation domain %s\n", *configPath, cfg.AnnotationDomain)
+		fmt.Printf("config %s is valid: annotation domain %s\n", *configPath, hub.OptionsFromConfig(cfg).WithDefaults().AnnotationDomain)
 		return
 	}
 	if err := run(ctrl.SetupSignalHandler(), cfg, *pprofAddr); err != nil {
@@ -121,6 +121,6 @@ func run(ctx context.Context, cfg *hub.Config, pprofAddr string) error {
 	}); err != nil {
 		return err
 	}
-	log.Info("starting regionsync hub", "version", Version, "annotationDomain", cfg.AnnotationDomain)
+	log.Info("starting regionsync hub", "version", Version, "annotationDomain", opts.WithDefaults().AnnotationDomain)
 	return mgr.Start(ctx)
 }

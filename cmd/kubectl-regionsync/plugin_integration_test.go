@@ -272,7 +272,7 @@ func TestPlugin(t *testing.T) {
 	startAgent(t, log, management, regional, "use", "-use", "v0.5.0", func(o *regionsync.Options) {
 		// Every deletion is held (the budget allows none below 10 copies) and one namespace
 		// is excluded.
-		o.DeletionBudget = regionsync.DeletionBudget{MaxFraction: 0.1, MinObjects: ptr.To(0)}
+		o.DeletionBudget = regionsync.DeletionBudget{MaxFraction: ptr.To(0.1), MinObjects: ptr.To(0)}
 		o.Shard.ExcludedNamespaces = []string{"locked-use"}
 		o.TracerProvider = sdktrace.NewTracerProvider()
 	})

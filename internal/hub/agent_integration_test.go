@@ -26,6 +26,7 @@ import (
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -46,7 +47,7 @@ type liveAgent struct {
 func (a *liveAgent) start() {
 	a.t.Helper()
 	a.starts++
-	opts := regionsync.OptionsFromConfig(a.cfg, a.management.Config)
+	opts := a.cfg.Options(a.management.Config)
 	opts.Logger = a.log.Logger(fmt.Sprintf("agent-%d", a.starts)).WithName("regionsync")
 	mgr, err := ctrl.NewManager(a.region.Config, ctrl.Options{
 		Scheme: testenv.Scheme(), Logger: opts.Logger, Cache: regionsync.LocalCacheOptions(opts),
@@ -124,9 +125,9 @@ func TestHubWithAgent(t *testing.T) {
 	if err := testenv.StartTenantOperator(opCtx, rc.Config, name, nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testenv.TenantAgentConfig(name, "-live", mgmt.Kubeconfig)
+	cfg := agentconfig.TenantConfig(name, "-live", mgmt.Kubeconfig)
 	cfg.Shard.NamespacePrefix, cfg.Shard.LabelSelector = "tenant-", "regionsync.dev/region="+name
-	cfg.Resources = append(cfg.Resources, fleetspec.Resource{Version: "v1", Kind: "ConfigMap"})
+	cfg.Resources = append(cfg.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
 	cfg.Management.Claim.LeaseDuration = metav1.Duration{Duration: 2 * time.Second}
 	cfg.Management.Claim.RenewDeadline = metav1.Duration{Duration: time.Second}
 	cfg.Management.Claim.RetryPeriod = metav1.Duration{Duration: 200 * time.Millisecond}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -136,10 +135,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// Default fills every unset optional field.
+// Default fills the unset optional fields only the file has: leader election and telemetry. The
+// fields the file shares with Options are left as written for Options.WithDefaults, once.
 func (c *Config) Default() {
-	c.AnnotationDomain = cmp.Or(c.AnnotationDomain, fleetspec.DefaultAnnotationDomain)
-	c.Namespace = cmp.Or(c.Namespace, fleetspec.DefaultManagementNamespace)
 	le := &c.LeaderElection
 	if le.Enabled == nil {
 		le.Enabled = ptr.To(true)
@@ -148,9 +146,6 @@ func (c *Config) Default() {
 	le.LeaseDuration.Duration = cmp.Or(le.LeaseDuration.Duration, DefaultLeaseDuration)
 	le.RenewDeadline.Duration = cmp.Or(le.RenewDeadline.Duration, DefaultRenewDeadline)
 	le.RetryPeriod.Duration = cmp.Or(le.RetryPeriod.Duration, DefaultRetryPeriod)
-	c.Liveness.Grace.Duration = cmp.Or(c.Liveness.Grace.Duration, DefaultLivenessGrace)
-	c.ShrinkGuard.Window.Duration = cmp.Or(c.ShrinkGuard.Window.Duration, DefaultShrinkWindow)
-	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.Telemetry.MetricsAddr = cmp.Or(c.Telemetry.MetricsAddr, fleetspec.DefaultMetricsAddr)
 	c.Telemetry.HealthAddr = cmp.Or(c.Telemetry.HealthAddr, fleetspec.DefaultHealthAddr)
 	if c.Telemetry.Tracing.SamplingRatio == nil {
@@ -158,8 +153,12 @@ func (c *Config) Default() {
 	}
 }
 
-// Validate checks a defaulted configuration, naming every invalid field; it uses the agent's
-// rules (pkg/config) where the fields are the same.
+// optionsFieldInFile names the Options fields the file calls differently.
+var optionsFieldInFile = map[string]string{"livenessGrace": "liveness.grace", "shrinkWindow": "shrinkGuard.window"}
+
+// Validate checks a defaulted configuration, naming every invalid field: the file's own fields
+// here, the ones it shares with Options by Options.Validate (the same rules as for any caller),
+// named as the file names them.
 func (c *Config) Validate() error {
 	var errs field.ErrorList
 	if c.APIVersion != fleetspec.APIVersion {
@@ -168,26 +167,18 @@ func (c *Config) Validate() error {
 	if c.Kind != ConfigKind {
 		errs = append(errs, field.Invalid(field.NewPath("kind"), c.Kind, "must be "+ConfigKind))
 	}
-	errs = append(errs, fleetspec.ValidateAnnotationDomain(field.NewPath("annotationDomain"), c.AnnotationDomain)...)
-	errs = append(errs, fleetspec.ValidateDNSLabel(field.NewPath("namespace"), c.Namespace)...)
 	le, lp := c.LeaderElection, field.NewPath("leaderElection")
 	errs = append(errs, fleetspec.ValidateDNSLabel(lp.Child("namespace"), le.Namespace)...)
 	errs = append(errs, fleetspec.ValidateLeaseTimings(lp, le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration)...)
-	if g := c.Liveness.Grace.Duration; g < time.Second {
-		errs = append(errs, field.Invalid(field.NewPath("liveness", "grace"), g.String(), "must be at least 1s"))
-	}
-	if w := c.ShrinkGuard.Window.Duration; w < time.Second {
-		errs = append(errs, field.Invalid(field.NewPath("shrinkGuard", "window"), w.String(), "must be at least 1s"))
-	}
-	if n := c.DefaultServiceAccountName; n != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(n) {
-			errs = append(errs, field.Invalid(field.NewPath("defaultServiceAccountName"), n, msg))
+	var lib *fleetspec.ValidationError
+	if errors.As(OptionsFromConfig(c).Validate(), &lib) {
+		for _, e := range lib.Errors {
+			fe := *e
+			fe.Field = cmp.Or(optionsFieldInFile[fe.Field], fe.Field)
+			errs = append(errs, &fe)
 		}
 	}
 	errs = append(errs, c.ClusterProfiles.Validate(field.NewPath("clusterProfiles"))...)
-	if c.Concurrency < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("concurrency"), c.Concurrency, "must be at least 1"))
-	}
 	tp := field.NewPath("telemetry")
 	for _, a := range []struct{ name, v string }{{"metricsAddr", c.Telemetry.MetricsAddr}, {"healthAddr", c.Telemetry.HealthAddr}} {
 		if a.v == "0" {

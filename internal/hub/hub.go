@@ -6,6 +6,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -24,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer/compact"
@@ -63,7 +67,7 @@ func OptionsFromConfig(c *Config) Options {
 // fleet's namespace are cached, and no object's managedFields (the hub never reads them; a
 // Distribution's status entries each leave one in them).
 func CacheOptions(o Options) cache.Options {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&coordinationv1.Lease{}: {
 			Namespaces: map[string]cache.Config{o.Namespace: {}},
@@ -72,15 +76,43 @@ func CacheOptions(o Options) cache.Options {
 	}}
 }
 
-func (o Options) withDefaults() Options {
-	c := &Config{AnnotationDomain: o.AnnotationDomain, Namespace: o.Namespace, Concurrency: o.Concurrency}
-	c.Liveness.Grace.Duration, c.ShrinkGuard.Window.Duration = o.LivenessGrace, o.ShrinkWindow
-	c.Default()
-	return Options{
-		AnnotationDomain: c.AnnotationDomain, Namespace: c.Namespace, LivenessGrace: c.Liveness.Grace.Duration,
-		ShrinkWindow: c.ShrinkGuard.Window.Duration, Concurrency: c.Concurrency, TracerProvider: o.TracerProvider,
-		DefaultServiceAccountName: o.DefaultServiceAccountName, AllowSecrets: o.AllowSecrets,
+// WithDefaults returns o with every unset field at its default: the one place the hub's
+// defaults are applied (the configuration file leaves every field it shares with Options to it).
+func (o Options) WithDefaults() Options {
+	o.AnnotationDomain = cmp.Or(o.AnnotationDomain, fleetspec.DefaultAnnotationDomain)
+	o.Namespace = cmp.Or(o.Namespace, fleetspec.DefaultManagementNamespace)
+	o.LivenessGrace = cmp.Or(o.LivenessGrace, DefaultLivenessGrace)
+	o.ShrinkWindow = cmp.Or(o.ShrinkWindow, DefaultShrinkWindow)
+	o.Concurrency = cmp.Or(o.Concurrency, DefaultConcurrency)
+	return o
+}
+
+// Validate applies the defaults and checks o, naming every invalid field by its Options name
+// ("livenessGrace", "shrinkWindow"); the configuration file runs it on its Options and names the
+// file's fields.
+func (o Options) Validate() error {
+	o = o.WithDefaults()
+	var errs field.ErrorList
+	errs = append(errs, fleetspec.ValidateAnnotationDomain(field.NewPath("annotationDomain"), o.AnnotationDomain)...)
+	errs = append(errs, fleetspec.ValidateDNSLabel(field.NewPath("namespace"), o.Namespace)...)
+	if g := o.LivenessGrace; g < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("livenessGrace"), g.String(), "must be at least 1s"))
 	}
+	if w := o.ShrinkWindow; w < time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("shrinkWindow"), w.String(), "must be at least 1s"))
+	}
+	if o.Concurrency < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("concurrency"), o.Concurrency, "must be at least 1"))
+	}
+	if n := o.DefaultServiceAccountName; n != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(n) {
+			errs = append(errs, field.Invalid(field.NewPath("defaultServiceAccountName"), n, msg))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &fleetspec.ValidationError{Errors: errs}
 }
 
 // Setup adds the hub's controllers to a manager (whose cache was built with CacheOptions): the
@@ -88,7 +120,7 @@ func (o Options) withDefaults() Options {
 // D/distribution, kept warm on every replica), and the region liveness controller; and registers
 // the hub's metrics in controller-runtime's registry.
 func Setup(mgr ctrl.Manager, o Options) error {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	if err := registerMetrics(); err != nil {
 		return fmt.Errorf("hub: registering metrics: %w", err)
 	}

@@ -278,8 +278,13 @@ func TestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.AnnotationDomain != "regionsync.dev" || c.Liveness.Grace.Duration != DefaultLivenessGrace || !*c.LeaderElection.Enabled || c.Telemetry.MetricsAddr != ":8080" {
-		t.Errorf("defaults %+v", c)
+	// The file defaults its own fields; the ones it shares with Options are Options.WithDefaults'.
+	if c.AnnotationDomain != "" || c.Liveness.Grace.Duration != 0 || !*c.LeaderElection.Enabled || c.Telemetry.MetricsAddr != ":8080" {
+		t.Errorf("file defaults %+v", c)
+	}
+	if o := OptionsFromConfig(c).WithDefaults(); o.AnnotationDomain != "regionsync.dev" || o.LivenessGrace != DefaultLivenessGrace ||
+		o.ShrinkWindow != DefaultShrinkWindow || o.Concurrency != DefaultConcurrency || o.Namespace != "regionsync-system" {
+		t.Errorf("options defaults %+v", o)
 	}
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"unknown field":   {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\nannotationDomians: x\n", `unknown field "annotationDomians"`},
@@ -287,7 +292,10 @@ func TestConfig(t *testing.T) {
 		"wrong kind":      {"apiVersion: regionsyncdev/v1alpha1\nkind: AgentConfig\n", "kind: Invalid value"},
 		"bad domain":      {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\nannotationDomain: Not_A_Domain\n", "annotationDomain: Invalid value"},
 		"bad timings":     {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\nleaderElection: {leaseDuration: 5s, renewDeadline: 10s}\n", "leaderElection.leaseDuration"},
-		"bad grace":       {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\nliveness: {grace: 10ms}\n", "liveness.grace"},
+		"bad grace":       {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\nliveness: {grace: 10ms}\n", "liveness.grace: Invalid value"},
+		"bad window":      {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\nshrinkGuard: {window: 10ms}\n", "shrinkGuard.window: Invalid value"},
+		"bad concurrency": {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\nconcurrency: -1\n", "concurrency: Invalid value"},
+		"bad account":     {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\ndefaultServiceAccountName: Placer!\n", "defaultServiceAccountName: Invalid value"},
 		"bad address":     {"apiVersion: regionsync.dev/v1alpha1\nkind: HubConfig\ntelemetry: {metricsAddr: nope}\n", "telemetry.metricsAddr"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -80,8 +80,8 @@ func TestBrokenKindDoesNotStallOthers(t *testing.T) {
 	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
 	e := newEnv(t, withLocalConfig(limited), withConfig(func(c *config.AgentConfig) {
 		c.Resources = append(c.Resources,
-			fleetspec.Resource{Group: "missing.example.com", Version: "v1", Kind: "Widget"},
-			fleetspec.Resource{Version: "v1", Kind: "ConfigMap"})
+			config.ResourceConfig{Group: "missing.example.com", Version: "v1", Kind: "Widget"},
+			config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
 	}))
 
 	readable, unreadable := e.remoteNamespace("readable"), e.remoteNamespace("unreadable")

@@ -22,7 +22,6 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -231,7 +230,7 @@ func TestHeldOrphansBoundedEvents(t *testing.T) {
 	t.Parallel()
 	const n = 1000
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap"}}
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap"}}
 	}))
 	ns := e.remoteNamespace("bounded")
 	for i := range n {
@@ -341,7 +340,7 @@ func TestCRDDeletionHeld(t *testing.T) {
 		})
 	}
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = []fleetspec.Resource{{Group: group, Version: "v1", Kind: "Gadget"}}
+		c.Resources = []config.ResourceConfig{{Group: group, Version: "v1", Kind: "Gadget"}}
 	}))
 	e.regionObject()
 	ns := e.remoteNamespace("crd")

@@ -9,7 +9,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/syncer/compact"
 )
@@ -21,7 +20,7 @@ func TestCachesHoldCompactObjects(t *testing.T) {
 	ns := e.remoteNamespace("compact")
 	e.tenant(ns, "acme", "Acme")
 	e.waitSynced(ns, "acme")
-	gvk := shard.GVK(e.cfg.Resources[0])
+	gvk := e.cfg.Resources[0].GroupVersionKind()
 	inf, err := e.mgr.GetCache().GetInformer(e.ctx, syncer.UnstructuredFor(gvk))
 	if err != nil {
 		t.Fatal(err)

@@ -160,7 +160,7 @@ func TestFanOutBySelector(t *testing.T) {
 	e := newEnv(t, withStartLater(), withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
 		wide = c.Region[len("region-"):] + "-wide"
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap",
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap",
 			FanOut: &fleetspec.FanOut{Enabled: true, WideSourceNamespaces: []string{wide}}}}
 		// Two removals at once are routine; five within the window are not.
 		c.DeletionBudget = config.DeletionBudgetConfig{MinObjects: ptr.To(3), MaxFraction: ptr.To(0.1)}
@@ -342,7 +342,7 @@ func TestFanOutSingleCluster(t *testing.T) {
 	needFleet(t)
 	e := newEnv(t, withStartLater(), withManagementConfig(region.Config), withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
 	}))
 	e.mgmt = region.Client // one cluster
 	f := &fanOut{env: e}
@@ -395,7 +395,7 @@ func TestFanOutTurnedOnAndOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	src, other := e.remoteNamespace("src"), e.ns("other")
@@ -456,7 +456,7 @@ func TestFanOutApply(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap", Strategy: fleetspec.StrategyApply,
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", Strategy: fleetspec.StrategyApply,
 			FanOut: &fleetspec.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
@@ -544,7 +544,7 @@ func TestFanOutShippedRBAC(t *testing.T) {
 	agent := shippedAgentRBAC(t, "agent", "agent-fanout")
 	e := newEnv(t, withLocalConfig(agent), withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	a, later := e.ns("a"), e.ns("later")

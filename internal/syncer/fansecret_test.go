@@ -93,7 +93,7 @@ func TestFanOutSecret(t *testing.T) {
 	e := newEnv(t, withStartLater(), withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
 		// The Tenant kind keeps uploading its tenant-token Secret.
-		c.Resources = append(c.Resources, fleetspec.Resource{Version: "v1", Kind: "Secret", AllowPrivileged: true,
+		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "Secret", AllowPrivileged: true,
 			FanOut: &fleetspec.FanOut{Enabled: true}})
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
@@ -285,7 +285,7 @@ func TestFanOutSecretShippedRBAC(t *testing.T) {
 	agent := shippedAgentRBAC(t, "agent", "agent-fanout", "agent-fanout/secrets")
 	e := newEnv(t, withLocalConfig(agent), withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "Secret", AllowPrivileged: true, FanOut: &fleetspec.FanOut{Enabled: true}}}
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "Secret", AllowPrivileged: true, FanOut: &fleetspec.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	a, later := e.ns("a"), e.ns("later")
@@ -314,7 +314,7 @@ func TestFanOutSecretTurnedOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
 		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "Secret", AllowPrivileged: true, FanOut: &fleetspec.FanOut{Enabled: true}}}
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "Secret", AllowPrivileged: true, FanOut: &fleetspec.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	src, other := e.remoteNamespace("src"), e.ns("other")

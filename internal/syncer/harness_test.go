@@ -38,6 +38,7 @@ import (
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -233,7 +234,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	}
 	n := testSeq.Add(1)
 	name := fmt.Sprintf("t%02d", n)
-	cfg := testenv.TenantAgentConfig("region-"+name, "-"+name, "unused-in-process")
+	cfg := agentconfig.TenantConfig("region-"+name, "-"+name, "unused-in-process")
 	cfg.Resources[0].Secrets = []string{tenantoperator.TokenSecretName}
 	cfg.LeaderElection = fleetspec.LeaderElection{Enabled: ptr.To(false)}
 	cfg.Telemetry = config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"}
@@ -245,7 +246,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		t.Fatalf("test config: %v", err)
 	}
 	e := &env{
-		t: t, ctx: context.Background(), cfg: cfg, keys: shard.NewKeys(cfg.AnnotationDomain), name: name, suffix: "-" + name,
+		t: t, ctx: context.Background(), cfg: cfg, keys: shard.NewKeys(agentconfig.Effective(cfg).AnnotationDomain), name: name, suffix: "-" + name,
 		mgmt: management.Client, local: region.Client, log: testenv.NewTestLog(t),
 	}
 	remoteCfg := management.Config
@@ -298,7 +299,7 @@ func (e *env) start() {
 // whose cache holds only the copies, and the public package.
 // The returned function flushes the tracer provider it built, if any.
 func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.TracerProvider, log logr.Logger) (*regionsync.Syncer, ctrl.Manager, func(context.Context) error, error) {
-	opts := regionsync.OptionsFromConfig(cfg, remote)
+	opts := cfg.Options(remote)
 	opts.TracerProvider = tp
 	opts.Logger = log.WithName("regionsync")
 	shutdown := func(context.Context) error { return nil }

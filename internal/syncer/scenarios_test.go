@@ -560,7 +560,7 @@ func TestEmptyManagementHoldsDeletions(t *testing.T) {
 func TestTwoKinds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append(c.Resources, fleetspec.Resource{Version: "v1", Kind: "ConfigMap"})
+		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
 	}))
 	ns := e.remoteNamespace("two-kinds")
 	e.tenant(ns, "acme", "Acme")
@@ -595,7 +595,7 @@ func TestTwoKinds(t *testing.T) {
 func TestAppliedContentHash(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append(c.Resources, fleetspec.Resource{Version: "v1", Kind: "ConfigMap"})
+		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
 		c.ResyncPeriod = metav1.Duration{Duration: 10 * time.Second}
 	}))
 	ns := e.remoteNamespace("applied-hash")
@@ -788,7 +788,7 @@ func TestSyncControllerCompatibility(t *testing.T) {
 func TestMissingKindDoesNotStopOthers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append([]fleetspec.Resource{{Group: "missing.example.com", Version: "v1", Kind: "Widget"}}, c.Resources...)
+		c.Resources = append([]config.ResourceConfig{{Group: "missing.example.com", Version: "v1", Kind: "Widget"}}, c.Resources...)
 	}))
 	ns := e.remoteNamespace("missing-kind")
 	e.tenant(ns, "acme", "Acme")

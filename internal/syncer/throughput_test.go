@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
 )
 
@@ -118,7 +117,7 @@ func agentSync(b *testing.B, n, concurrency int) float64 {
 	start := time.Now()
 	e := newEnv(b, withConfig(func(c *config.AgentConfig) {
 		c.Region, c.Shard.RemoteResourceSuffix = name, suffix
-		c.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap", Concurrency: concurrency}}
+		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", Concurrency: concurrency}}
 	}))
 	ctx := context.Background()
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -3,12 +3,12 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -40,41 +40,78 @@ func TestValidFileAndDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("minimal config rejected: %v", err)
 	}
+	// The file defaults only what the library does not have; everything it shares with
+	// regionsync.Options is left unset for the library to default, once.
 	r := cfg.Resources[0]
-	checks := map[string]bool{
-		"annotationDomain":             cfg.AnnotationDomain == fleetspec.DefaultAnnotationDomain,
-		"management.namespace":         cfg.Management.Namespace == fleetspec.DefaultManagementNamespace,
-		"resources[0].strategy":        r.Strategy == StrategyReplace,
-		"resources[0].adoption":        r.Adoption == AdoptionRefuse,
-		"resources[0].privileged":      !r.AllowPrivileged,
-		"resources[0].propagation":     r.DeletePropagation == "Foreground",
-		"resources[0].concurrency":     r.Concurrency == fleetspec.DefaultConcurrency,
-		"leaderElection.enabled":       *cfg.LeaderElection.Enabled,
-		"leaderElection.leaseDur":      cfg.LeaderElection.LeaseDuration.Duration == 15*time.Second,
-		"leaderElection.renew":         cfg.LeaderElection.RenewDeadline.Duration == 10*time.Second,
-		"leaderElection.retry":         cfg.LeaderElection.RetryPeriod.Duration == 400*time.Millisecond,
-		"management.claim.lease":       cfg.Management.Claim.LeaseDuration.Duration == 75*time.Second,
-		"management.claim.renew":       cfg.Management.Claim.RenewDeadline.Duration == 35*time.Second,
-		"management.claim.retry":       cfg.Management.Claim.RetryPeriod.Duration == 25*time.Second,
-		"management.startJitter":       cfg.Management.StartJitter.Duration == 5*time.Second,
-		"telemetry.heartbeatInterval":  cfg.Telemetry.HeartbeatInterval.Duration == 0,
-		"management.credentialRenewal": cfg.Management.CredentialRenewal == CredentialRenewalConfig{},
-		"deletionBudget.maxFraction":   *cfg.DeletionBudget.MaxFraction == 0.5,
-		"deletionBudget.minObjects":    *cfg.DeletionBudget.MinObjects == fleetspec.DefaultDeletionMinObjects,
-		"deletionBudget.window":        cfg.DeletionBudget.Window.Duration == 10*time.Minute,
-		"resyncPeriod":                 cfg.ResyncPeriod.Duration == 10*time.Minute,
-		"telemetry.metricsAddr":        cfg.Telemetry.MetricsAddr == ":8080",
-		"telemetry.healthAddr":         cfg.Telemetry.HealthAddr == ":8081",
-		"telemetry.tracing.sampling":   *cfg.Telemetry.Tracing.SamplingRatio == 1,
-		"telemetry.tracing.endpoint":   cfg.Telemetry.Tracing.Endpoint == "",
-		"shard.remoteResourceSuffix":   cfg.Shard.RemoteResourceSuffix == "-eu-west-1",
-		"shard.labelSelector (empty)":  cfg.Shard.LabelSelector == "",
-		"shard.excludedNamespaces":     len(cfg.Shard.ExcludedNamespaces) == 0,
+	left := map[string]bool{
+		"annotationDomain":                  cfg.AnnotationDomain == "",
+		"management.namespace":              cfg.Management.Namespace == "",
+		"resources[0].strategy":             r.Strategy == "",
+		"resources[0].adoption":             r.Adoption == "",
+		"resources[0].deletePropagation":    r.DeletePropagation == "",
+		"resources[0].concurrency":          r.Concurrency == 0,
+		"management.claim":                  cfg.Management.Claim == LeaseTimings{},
+		"management.credentialRenewal":      cfg.Management.CredentialRenewal == CredentialRenewalConfig{},
+		"deletionBudget.maxFraction":        cfg.DeletionBudget.MaxFraction == nil,
+		"deletionBudget.minObjects":         cfg.DeletionBudget.MinObjects == nil,
+		"deletionBudget.window":             cfg.DeletionBudget.Window.Duration == 0,
+		"resyncPeriod":                      cfg.ResyncPeriod.Duration == 0,
+		"telemetry.heartbeatInterval":       cfg.Telemetry.HeartbeatInterval.Duration == 0,
+		"shard.labelSelector":               cfg.Shard.LabelSelector == "",
+		"shard.excludedNamespaces":          len(cfg.Shard.ExcludedNamespaces) == 0,
+		"telemetry.tracing.endpoint":        cfg.Telemetry.Tracing.Endpoint == "",
+		"resources[0].allowPrivileged":      !r.AllowPrivileged,
+		"shard.remoteResourceSuffix (kept)": cfg.Shard.RemoteResourceSuffix == "-eu-west-1",
 	}
-	for name, ok := range checks {
+	for name, ok := range left {
 		if !ok {
-			t.Errorf("default %s not applied", name)
+			t.Errorf("%s: the file defaulted a field the library defaults", name)
 		}
+	}
+}
+
+// update rewrites the golden files of this package's tests: go test ./pkg/config -run Golden -update.
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml")
+
+// goldenHeader opens testdata/defaults.golden.yaml.
+const goldenHeader = `# The minimal agent configuration after config.Default (TestDefaultsGolden; -update rewrites it).
+# The file defaults only its own fields. A field absent here, or 0s, is one the file shares with
+# regionsync.Options, which the library defaults (docs/configuration.md gives every default).
+`
+
+// TestDefaultsGolden holds the file's own defaults (leader election, start jitter, telemetry) in
+// testdata/defaults.golden.yaml: the minimal file, defaulted. A changed default is a changed golden
+// file in review; the library's defaults are held the same way by pkg/regionsync's tests.
+func TestDefaultsGolden(t *testing.T) {
+	cfg, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/defaults.golden.yaml"
+	got = append([]byte(goldenHeader), got...)
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test ./pkg/config -run Golden -update writes it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("the minimal file defaulted differs from %s (-update rewrites it):\n%s", golden, got)
+	}
+	// The golden file is itself a valid configuration that defaults to itself.
+	again, err := Parse(want)
+	if err != nil {
+		t.Fatalf("%s: %v", golden, err)
+	}
+	if !reflect.DeepEqual(again, cfg) {
+		t.Errorf("%s does not default to itself: %+v", golden, again)
 	}
 }
 
@@ -204,7 +241,11 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		"bad duration":   {edit: func(m map[string]any) { sub(m, "leaderElection")["leaseDuration"] = "soon" }, want: "leaderElection.leaseDuration: Invalid value"},
 		"claim lease <= renew": {edit: func(m map[string]any) {
 			sub(m, "management")["claim"] = map[string]any{"leaseDuration": "30s"}
-		}, want: "management.claim.leaseDuration: Invalid value"},
+		}, want: `management.claim.leaseDuration: Invalid value: "30s": must be greater than management.claim.renewDeadline`},
+		"leader namespace": {edit: func(m map[string]any) { sub(m, "leaderElection")["namespace"] = "Agents" }, want: "leaderElection.namespace: Invalid value"},
+		"heartbeat too short": {edit: func(m map[string]any) {
+			sub(m, "telemetry")["heartbeatInterval"] = "100ms"
+		}, want: "telemetry.heartbeatInterval: Invalid value"},
 		"claim renew <= retry": {edit: func(m map[string]any) {
 			sub(m, "management")["claim"] = map[string]any{"retryPeriod": "35s"}
 		}, want: "management.claim.renewDeadline: Invalid value"},
@@ -343,7 +384,7 @@ func TestConfigSecretFanOut(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if r := cfg.Resources[0]; !fleetspec.IsSecret(r.Group, r.Kind) || !r.FanOutEnabled() || !r.AllowPrivileged {
+				if r := cfg.Resources[0]; !fleetspec.IsSecret(r.Group, r.Kind) || r.FanOut == nil || !r.FanOut.Enabled || !r.AllowPrivileged {
 					t.Fatalf("decoded %+v", r)
 				}
 				return
@@ -458,10 +499,10 @@ func FuzzParse(f *testing.F) {
 			if fleetspec.IsDenied(r.Group, r.Kind) {
 				t.Fatalf("resources[%d] %s accepted", i, r.Kind)
 			}
-			if fleetspec.IsSecret(r.Group, r.Kind) && (!r.FanOutEnabled() || !r.AllowPrivileged || len(r.Secrets) > 0) {
+			if fleetspec.IsSecret(r.Group, r.Kind) && (r.FanOut == nil || !r.FanOut.Enabled || !r.AllowPrivileged || len(r.Secrets) > 0) {
 				t.Fatalf("resources[%d] Secret accepted without fan-out and allowPrivileged, or with secrets: %+v", i, r)
 			}
-			if r.Adoption != AdoptionRefuse && r.Adoption != AdoptionAdopt {
+			if r.Adoption != "" && r.Adoption != AdoptionRefuse && r.Adoption != AdoptionAdopt { // "": the library's default, Refuse
 				t.Fatalf("resources[%d] adoption %q", i, r.Adoption)
 			}
 		}
@@ -575,8 +616,9 @@ func TestFieldExists(t *testing.T) {
 	}
 }
 
-// TestValidateUndefaulted: a configuration built in code that skipped Default gets field errors,
-// not a crash.
+// TestValidateUndefaulted: a configuration built in code that skipped Default gets field errors
+// for the file's own fields, not a crash; the fields it shares with the library are the library's
+// to default (Validate checks them defaulted, as New will run them).
 func TestValidateUndefaulted(t *testing.T) {
 	c := &AgentConfig{TypeMeta: TypeMeta(), Region: "us", Management: ManagementConfig{Kubeconfig: "/k", Namespace: "ns"},
 		Resources: []ResourceConfig{{Version: "v1", Kind: "ConfigMap"}}}
@@ -584,9 +626,14 @@ func TestValidateUndefaulted(t *testing.T) {
 	if err == nil {
 		t.Fatal("an undefaulted configuration validated")
 	}
-	for _, f := range []string{"deletionBudget.maxFraction", "deletionBudget.minObjects", "telemetry.tracing.samplingRatio"} {
+	for _, f := range []string{"leaderElection.retryPeriod", "telemetry.metricsAddr", "telemetry.tracing.samplingRatio"} {
 		if !strings.Contains(err.Error(), f) {
 			t.Errorf("error does not name %s: %v", f, err)
+		}
+	}
+	for _, f := range []string{"deletionBudget", "management.claim", "resyncPeriod"} {
+		if strings.Contains(err.Error(), f) {
+			t.Errorf("error names %s, which the library defaults: %v", f, err)
 		}
 	}
 }

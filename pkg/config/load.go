@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -115,65 +116,25 @@ func durationFieldError(js []byte) error {
 	return nil
 }
 
-// Default fills every optional field that is unset.
+// Default fills the unset optional fields that only the file has: leader election, the start
+// jitter (5s for the binary, where the library waits none), the metrics and health addresses and
+// the trace sampling ratio. Every field the file shares with regionsync.Options is left as written
+// and defaulted by the library, once (Options.Validate reports those defaults' checks, New applies
+// them).
 func Default(c *AgentConfig) {
-	if c.AnnotationDomain == "" {
-		c.AnnotationDomain = fleetspec.DefaultAnnotationDomain
-	}
-	if c.Management.Namespace == "" {
-		c.Management.Namespace = fleetspec.DefaultManagementNamespace
-	}
-	for i := range c.Resources {
-		r := &c.Resources[i]
-		if r.Strategy == "" {
-			r.Strategy = StrategyReplace
-		}
-		if r.Adoption == "" {
-			r.Adoption = AdoptionRefuse
-		}
-		if r.DeletePropagation == "" {
-			r.DeletePropagation = metav1.DeletePropagationForeground
-		}
-		if r.Concurrency == 0 {
-			r.Concurrency = fleetspec.DefaultConcurrency
-		}
-	}
 	le := &c.LeaderElection
 	if le.Enabled == nil {
 		le.Enabled = ptr.To(true)
 	}
-	if le.Namespace == "" {
-		le.Namespace = fleetspec.DefaultLeaderNamespace
-	}
+	le.Namespace = cmp.Or(le.Namespace, fleetspec.DefaultLeaderNamespace)
 	defaultDuration(&le.LeaseDuration, fleetspec.DefaultLeaseDuration)
 	defaultDuration(&le.RenewDeadline, fleetspec.DefaultRenewDeadline)
 	defaultDuration(&le.RetryPeriod, fleetspec.DefaultRetryPeriod)
-	if cr := &c.Management.CredentialRenewal; cr.Enabled {
-		cr.SecretName = cmp.Or(cr.SecretName, fleetspec.DefaultCredentialSecret)
-		cr.SecretNamespace = cmp.Or(cr.SecretNamespace, le.Namespace)
-		cr.SecretKey = cmp.Or(cr.SecretKey, fleetspec.DefaultCredentialSecretKey)
-	}
-	cl := &c.Management.Claim
-	defaultDuration(&cl.LeaseDuration, fleetspec.DefaultClaimLeaseDuration)
-	defaultDuration(&cl.RenewDeadline, fleetspec.DefaultClaimRenewDeadline)
-	defaultDuration(&cl.RetryPeriod, fleetspec.DefaultClaimRetryPeriod)
 	if c.Management.StartJitter == nil {
 		c.Management.StartJitter = &metav1.Duration{Duration: fleetspec.DefaultStartJitter}
 	}
-	if c.DeletionBudget.MaxFraction == nil {
-		c.DeletionBudget.MaxFraction = ptr.To(fleetspec.DefaultDeletionMaxFraction)
-	}
-	if c.DeletionBudget.MinObjects == nil {
-		c.DeletionBudget.MinObjects = ptr.To(fleetspec.DefaultDeletionMinObjects)
-	}
-	defaultDuration(&c.DeletionBudget.Window, fleetspec.DefaultDeletionWindow)
-	defaultDuration(&c.ResyncPeriod, fleetspec.DefaultResyncPeriod)
-	if c.Telemetry.MetricsAddr == "" {
-		c.Telemetry.MetricsAddr = fleetspec.DefaultMetricsAddr
-	}
-	if c.Telemetry.HealthAddr == "" {
-		c.Telemetry.HealthAddr = fleetspec.DefaultHealthAddr
-	}
+	c.Telemetry.MetricsAddr = cmp.Or(c.Telemetry.MetricsAddr, fleetspec.DefaultMetricsAddr)
+	c.Telemetry.HealthAddr = cmp.Or(c.Telemetry.HealthAddr, fleetspec.DefaultHealthAddr)
 	if c.Telemetry.Tracing.SamplingRatio == nil {
 		c.Telemetry.Tracing.SamplingRatio = ptr.To(fleetspec.DefaultSamplingRatio)
 	}
@@ -186,7 +147,9 @@ func defaultDuration(d *metav1.Duration, v time.Duration) {
 }
 
 // Validate checks a defaulted configuration and returns every problem, each naming its field
-// (for example "shard.remoteResourceSuffix: Invalid value: ...").
+// (for example "shard.remoteResourceSuffix: Invalid value: ..."). The fields only the file has are
+// checked here; every other field is checked by the library (regionsync.Options.Validate on the
+// file's Options), whose errors are given the file's field names (fileFieldNames).
 func Validate(c *AgentConfig) error {
 	var errs field.ErrorList
 	if c.APIVersion != APIVersion {
@@ -195,22 +158,56 @@ func Validate(c *AgentConfig) error {
 	if c.Kind != Kind {
 		errs = append(errs, field.Invalid(field.NewPath("kind"), c.Kind, "must be "+Kind))
 	}
-	errs = append(errs, fleetspec.ValidateDNSLabel(field.NewPath("region"), c.Region)...)
-	errs = append(errs, fleetspec.ValidateAnnotationDomain(field.NewPath("annotationDomain"), c.AnnotationDomain)...)
 	errs = append(errs, validateManagement(field.NewPath(managementField), &c.Management)...)
-	errs = append(errs, fleetspec.ValidateShard(field.NewPath("shard"), &c.Shard)...)
-	errs = append(errs, fleetspec.ValidateResources(field.NewPath("resources"), c.Resources)...)
-	errs = append(errs, validateLeaderElection(field.NewPath(leaderElectionField), &c.LeaderElection)...)
-	// Validate reads a defaulted configuration; one that skipped Default is told so, field by
-	// field, instead of crashing.
-	b := c.DeletionBudget
-	errs = append(errs, fleetspec.ValidateDeletionBudget(field.NewPath("deletionBudget"), ptr.Deref(b.MaxFraction, -1), ptr.Deref(b.MinObjects, -1), b.Window.Duration)...)
-	errs = append(errs, fleetspec.ValidateResyncPeriod(field.NewPath("resyncPeriod"), c.ResyncPeriod.Duration)...)
+	le := c.LeaderElection
+	errs = append(errs, fleetspec.ValidateLeaseTimings(field.NewPath(leaderElectionField), le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration)...)
 	errs = append(errs, validateTelemetry(field.NewPath("telemetry"), &c.Telemetry)...)
+	var lib *fleetspec.ValidationError
+	if err := c.Options(nil).Validate(); errors.As(err, &lib) {
+		errs = append(errs, inFileTerms(lib.Errors)...)
+	} else if err != nil {
+		return err
+	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return &ValidationError{Errors: errs}
+}
+
+// fileFieldNames are the Options paths the file names differently, with the file's name: the
+// claim's timings sit under management, the claim's fleet namespace is the leader-election
+// namespace, and the heartbeat interval is a telemetry setting. Every other Options path is the
+// file's own.
+var fileFieldNames = []struct{ options, file string }{
+	{"claim.fleetNamespace", leaderElectionField + ".namespace"},
+	{"claim", managementField + "." + claimField},
+	{"heartbeatInterval", "telemetry.heartbeatInterval"},
+}
+
+// inFileTerms renames the library's field paths, in each error's field and in its detail (a lease
+// timing names its sibling: "must be greater than claim.renewDeadline"), to the file's.
+func inFileTerms(errs field.ErrorList) field.ErrorList {
+	out := make(field.ErrorList, 0, len(errs))
+	for _, e := range errs {
+		fe := *e
+		fe.Field = fileName(fe.Field)
+		fe.Detail = optionsPathInText.ReplaceAllStringFunc(fe.Detail, fileName)
+		out = append(out, &fe)
+	}
+	return out
+}
+
+// optionsPathInText finds, in an error's detail, a path fileFieldNames renames.
+var optionsPathInText = regexp.MustCompile(`\b(claim\.[A-Za-z]+|heartbeatInterval)\b`)
+
+// fileName is the file's name of the Options path p.
+func fileName(p string) string {
+	for _, n := range fileFieldNames {
+		if p == n.options || strings.HasPrefix(p, n.options+".") {
+			return n.file + strings.TrimPrefix(p, n.options)
+		}
+	}
+	return p
 }
 
 func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
@@ -218,32 +215,18 @@ func validateManagement(p *field.Path, m *ManagementConfig) field.ErrorList {
 	if m.Kubeconfig == "" {
 		errs = append(errs, field.Required(p.Child("kubeconfig"), "the management cluster's kubeconfig file"))
 	}
-	errs = append(errs, fleetspec.ValidateDNSLabel(p.Child("namespace"), m.Namespace)...)
 	if m.QPS < 0 {
 		errs = append(errs, field.Invalid(p.Child("qps"), m.QPS, "must not be negative"))
 	}
 	if m.Burst < 0 {
 		errs = append(errs, field.Invalid(p.Child("burst"), m.Burst, "must not be negative"))
 	}
-	errs = append(errs, fleetspec.ValidateClusterID(p.Child("clusterID"), m.ClusterID)...)
-	c := m.Claim
-	errs = append(errs, fleetspec.ValidateLeaseTimings(p.Child(claimField), c.LeaseDuration.Duration, c.RenewDeadline.Duration, c.RetryPeriod.Duration)...)
-	if m.StartJitter != nil {
-		errs = append(errs, fleetspec.ValidateStartJitter(p.Child("startJitter"), m.StartJitter.Duration)...)
-	}
+	// With renewal on, its fields are the library's (Options.Management.CredentialRenewal).
 	cr, cp := m.CredentialRenewal, p.Child(credentialRenewalField)
-	if cr.Enabled {
-		return append(errs, fleetspec.ValidateCredentialRenewal(cp, cr.SecretName, cr.SecretNamespace, cr.SecretKey, cr.Lifetime.Duration, cr.RenewBefore.Duration)...)
-	}
-	if cr != (CredentialRenewalConfig{}) {
+	if !cr.Enabled && cr != (CredentialRenewalConfig{}) {
 		errs = append(errs, field.Forbidden(cp, "renewal is off: set "+cp.Child("enabled").String()+": true, or remove the other fields"))
 	}
 	return errs
-}
-
-func validateLeaderElection(p *field.Path, le *LeaderElectionConfig) field.ErrorList {
-	errs := fleetspec.ValidateDNSLabel(p.Child("namespace"), le.Namespace)
-	return append(errs, fleetspec.ValidateLeaseTimings(p, le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration)...)
 }
 
 func validateTelemetry(p *field.Path, t *TelemetryConfig) field.ErrorList {
@@ -256,7 +239,6 @@ func validateTelemetry(p *field.Path, t *TelemetryConfig) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child(a.name), a.v, err.Error()))
 		}
 	}
-	errs = append(errs, fleetspec.ValidateHeartbeatInterval(p.Child("heartbeatInterval"), t.HeartbeatInterval.Duration)...)
 	tp := p.Child("tracing")
 	if r := ptr.Deref(t.Tracing.SamplingRatio, -1); r < 0 || r > 1 {
 		errs = append(errs, field.Invalid(tp.Child("samplingRatio"), r, "must be between 0 and 1"))

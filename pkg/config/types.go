@@ -1,12 +1,16 @@
-// Package config holds the agent's configuration file (docs/configuration.md): its types, strict decoding,
-// defaulting and validation. Nothing else in regionsync parses configuration; cmd/agent loads it
-// and hands the typed result to the components.
+// Package config is the agent's configuration file format (docs/configuration.md): its types,
+// strict decoding, and the defaults and checks of the fields only the file has (leader election,
+// telemetry, the management kubeconfig and client limits). Every field the file shares with the
+// library is defaulted and validated by pkg/regionsync, once: AgentConfig.Options turns a file
+// into regionsync.Options, and Validate runs the library's own checks on them, naming the file's
+// fields. cmd/agent loads a file and hands its Options to regionsync.New.
 package config
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/regionsync/regionsync/internal/fleetspec"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 )
 
 // APIVersion and Kind identify an agent configuration file.
@@ -15,15 +19,13 @@ const (
 	Kind       = "AgentConfig"
 )
 
-// The fleet's vocabulary the file shares with the library and the hub (internal/fleetspec): shards,
-// kinds to sync and how, leases, tracing.
+// The vocabulary the file shares with the library (the shard, fan-out, strategies) and with the
+// hub's configuration file (leases, leader election, tracing).
 type (
-	// ShardConfig is the shard definition.
-	ShardConfig = fleetspec.Shard
-	// ResourceConfig is one kind to sync.
-	ResourceConfig = fleetspec.Resource
-	// FanOutConfig configures namespace fan-out for one kind.
-	FanOutConfig = fleetspec.FanOut
+	// ShardConfig is the shard definition, the library's regionsync.Shard.
+	ShardConfig = regionsync.Shard
+	// FanOutConfig configures namespace fan-out for one kind, the library's regionsync.FanOut.
+	FanOutConfig = regionsync.FanOut
 	// LeaseTimings times a Lease.
 	LeaseTimings = fleetspec.LeaseTimings
 	// LeaderElectionConfig configures the local leader election.
@@ -31,20 +33,46 @@ type (
 	// TracingConfig configures the OTLP trace exporter.
 	TracingConfig = fleetspec.Tracing
 	// Strategy says how spec is written to the local copy.
-	Strategy = fleetspec.Strategy
+	Strategy = regionsync.Strategy
 	// AdoptionPolicy says what happens to a pre-existing, unmarked local object.
-	AdoptionPolicy = fleetspec.AdoptionPolicy
+	AdoptionPolicy = regionsync.Adoption
 	// ValidationError lists every invalid field of a configuration, one per line.
 	ValidationError = fleetspec.ValidationError
 )
 
 // The strategies and adoption policies a resource may name.
 const (
-	StrategyReplace = fleetspec.StrategyReplace
-	StrategyApply   = fleetspec.StrategyApply
-	AdoptionAdopt   = fleetspec.AdoptionAdopt
-	AdoptionRefuse  = fleetspec.AdoptionRefuse
+	StrategyReplace = regionsync.StrategyReplace
+	StrategyApply   = regionsync.StrategyApply
+	AdoptionAdopt   = regionsync.AdoptionAdopt
+	AdoptionRefuse  = regionsync.AdoptionRefuse
 )
+
+// ResourceConfig is one kind to sync, named by its group, version and kind (the agent syncs every
+// kind of a file as unstructured objects). The other fields are regionsync.Resource's.
+type ResourceConfig struct {
+	Group   string `json:"group"`
+	Version string `json:"version"`
+	Kind    string `json:"kind"`
+	// Secrets names local Secrets, controlled by the local object, that are uploaded to
+	// "<name><remoteResourceSuffix>" in the remote namespace.
+	Secrets []string `json:"secrets,omitempty"`
+	// Strategy is Replace (default) or Apply.
+	Strategy Strategy `json:"strategy,omitempty"`
+	// Adoption is Refuse (default) or Adopt.
+	Adoption AdoptionPolicy `json:"adoption,omitempty"`
+	// AllowPrivileged must be true to sync a kind that grants privileges in the region (RBAC
+	// objects, ServiceAccounts, admission configuration, CRDs, APIServices, PriorityClasses,
+	// cluster-scoped kinds).
+	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
+	// DeletePropagation is used when deleting the local object (default Foreground).
+	DeletePropagation metav1.DeletionPropagation `json:"deletePropagation,omitempty"`
+	// Concurrency is the number of parallel reconciles for this kind (default 4).
+	Concurrency int `json:"concurrency,omitempty"`
+	// FanOut lets management objects of this kind ask for namespace fan-out; nil or disabled:
+	// such objects are refused as invalid.
+	FanOut *FanOutConfig `json:"fanOut,omitempty"`
+}
 
 // TypeMeta is the apiVersion and kind every configuration file carries.
 func TypeMeta() metav1.TypeMeta { return metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind} }

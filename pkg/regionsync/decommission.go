@@ -93,6 +93,9 @@ type DecommissionReport struct {
 	LeaseDeleted bool
 	// LeaseHolder is who held the Lease when Decommission looked ("" when released or absent).
 	LeaseHolder string
+	// LeaseNamespace is the management namespace of the region's shard Lease (Options'
+	// Management.Namespace, defaulted).
+	LeaseNamespace string
 }
 
 // Write prints the report for a person, one line per object then a summary: what was (or, in
@@ -145,15 +148,15 @@ func (r DecommissionReport) Write(w io.Writer, region, leaseNamespace string) {
 // previous run left (a copy not gone in time, a conflict) and releases nothing twice.
 func Decommission(ctx context.Context, opts Options, local client.Client, d DecommissionOptions) (DecommissionReport, error) {
 	report := DecommissionReport{DryRun: d.DryRun}
-	opts = opts.withDefaults() // the management client below included (its User-Agent)
 	sch := scheme.New()
 	if local != nil {
 		sch = local.Scheme()
 	}
-	cfg, _, err := opts.complete(sch)
+	opts, cfg, _, err := opts.complete(sch) // the management client below included (its User-Agent)
 	if err != nil {
 		return report, err
 	}
+	report.LeaseNamespace = opts.Management.Namespace
 	if local == nil && (d.DeleteCopies || d.OutOfShardOnly) {
 		return report, fmt.Errorf("%w: deleting copies and finding objects that left the shard need the regional cluster's client", ErrInvalidOptions)
 	}

@@ -21,10 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/regionsync/regionsync/internal/fleetspec"
-	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Sentinel errors. Errors returned by New and Decommission wrap one of them, so a host can
@@ -134,25 +132,13 @@ type CredentialRenewal struct {
 	RenewBefore time.Duration
 }
 
-// Shard selects the management objects of this region. Empty fields are no constraint.
-type Shard struct {
-	// NamespacePrefix must start every remote and local namespace of the shard.
-	NamespacePrefix string
-	// RemoteResourceSuffix must end every remote object name; it is removed locally.
-	RemoteResourceSuffix string
-	// RemoteNamespaceSuffix must end every remote namespace; it is replaced by
-	// LocalNamespaceSuffix.
-	RemoteNamespaceSuffix string
-	// LocalNamespaceSuffix ends every local namespace of the shard.
-	LocalNamespaceSuffix string
-	// LabelSelector narrows the shard server-side: objects that do not match are never sent to
-	// the region (convention: regionsync.dev/region=<region>).
-	LabelSelector string
-	// ExcludedNamespaces are local namespaces nothing is ever created, written or deleted in, in
-	// addition to the system namespaces (kube-system, kube-public, kube-node-lease, default) and
-	// the fleet's own namespace. An object mapping there is refused with a Warning event.
-	ExcludedNamespaces []string
-}
+// Shard selects the management objects of this region (the shard rules of
+// docs/design/sync-rules.md#shard-and-name-mapping): NamespacePrefix, RemoteResourceSuffix,
+// RemoteNamespaceSuffix, LocalNamespaceSuffix, LabelSelector (server-side; convention
+// regionsync.dev/region=<region>) and ExcludedNamespaces (local namespaces nothing is ever created,
+// written or deleted in, beside the system namespaces and the fleet's own). Empty fields are no
+// constraint. It is the engine's own type: Options pass it on as it is.
+type Shard = fleetspec.Shard
 
 // Strategy says how spec is written to the local copy.
 type Strategy = fleetspec.Strategy
@@ -215,8 +201,8 @@ type FanOut = fleetspec.FanOut
 // DeletionBudget bounds the local deletions caused by objects vanishing from management.
 type DeletionBudget struct {
 	// MaxFraction of a kind's copies that may be orphaned at once before deletions are held
-	// (0 < f <= 1; default 0.5).
-	MaxFraction float64
+	// (nil: 0.5; otherwise 0 < f <= 1).
+	MaxFraction *float64
 	// MinObjects is the number of orphans always allowed (nil: 10). Zero is meaningful: no
 	// orphan deletion without the fraction allowing it.
 	MinObjects *int
@@ -252,53 +238,6 @@ type Claim struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
-// OptionsFromConfig turns an agent configuration file (config.Load, which validated it) into
-// Options for the management cluster at management; the agent binary uses it. Its kinds are
-// unstructured and its claim is per fleet (the binary always runs with leader election among its
-// replicas). The fields map one to one; New applies the defaults and validates, as for any host.
-func OptionsFromConfig(cfg *config.AgentConfig, management *rest.Config) Options {
-	o := Options{
-		Region:           cfg.Region,
-		AnnotationDomain: cfg.AnnotationDomain,
-		Management: Management{Config: management, Namespace: cfg.Management.Namespace, ClusterID: cfg.Management.ClusterID,
-			StartJitter: ptr.Deref(cfg.Management.StartJitter, metav1.Duration{}).Duration},
-		Shard: Shard{
-			NamespacePrefix:       cfg.Shard.NamespacePrefix,
-			RemoteResourceSuffix:  cfg.Shard.RemoteResourceSuffix,
-			RemoteNamespaceSuffix: cfg.Shard.RemoteNamespaceSuffix,
-			LocalNamespaceSuffix:  cfg.Shard.LocalNamespaceSuffix,
-			LabelSelector:         cfg.Shard.LabelSelector,
-			ExcludedNamespaces:    cfg.Shard.ExcludedNamespaces,
-		},
-		DeletionBudget:    DeletionBudget{MaxFraction: ptr.Deref(cfg.DeletionBudget.MaxFraction, 0), MinObjects: cfg.DeletionBudget.MinObjects, Window: cfg.DeletionBudget.Window.Duration},
-		ResyncPeriod:      cfg.ResyncPeriod.Duration,
-		HeartbeatInterval: cfg.Telemetry.HeartbeatInterval.Duration,
-		Claim: Claim{
-			Scope:          ClaimPerFleet,
-			FleetNamespace: cfg.LeaderElection.Namespace,
-			LeaseDuration:  cfg.Management.Claim.LeaseDuration.Duration,
-			RenewDeadline:  cfg.Management.Claim.RenewDeadline.Duration,
-			RetryPeriod:    cfg.Management.Claim.RetryPeriod.Duration,
-		},
-	}
-	if cr := cfg.Management.CredentialRenewal; cr.Enabled {
-		o.Management.CredentialRenewal = &CredentialRenewal{
-			Secret:    types.NamespacedName{Namespace: cr.SecretNamespace, Name: cr.SecretName},
-			SecretKey: cr.SecretKey, Lifetime: cr.Lifetime.Duration, RenewBefore: cr.RenewBefore.Duration,
-		}
-	}
-	for _, r := range cfg.Resources {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(shard.GVK(r))
-		o.Resources = append(o.Resources, Resource{
-			Object: u, Secrets: r.Secrets, Strategy: r.Strategy, Adoption: r.Adoption,
-			DeletePropagation: r.DeletePropagation, Concurrency: r.Concurrency, AllowPrivileged: r.AllowPrivileged,
-			FanOut: r.FanOut,
-		})
-	}
-	return o
-}
-
 // withUserAgent returns cfg, or a copy of it with the syncer's User-Agent when it sets none.
 func withUserAgent(cfg *rest.Config, region, version string) *rest.Config {
 	if cfg == nil || cfg.UserAgent != "" {
@@ -309,9 +248,12 @@ func withUserAgent(cfg *rest.Config, region, version string) *rest.Config {
 	return c
 }
 
-// withDefaults returns o with every unset field at its default: the one place the library's
-// defaults are applied (their values are pkg/config's, documented with the configuration file).
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with every unset field at its default, as New runs them: the one place
+// the library's defaults are applied (their values are internal/fleetspec's, documented in
+// docs/configuration.md; the configuration file leaves every field it shares with Options to
+// them). A host reads the effective values here (the annotation domain, the fleet namespace);
+// o itself is not changed.
+func (o Options) WithDefaults() Options {
 	o.AnnotationDomain = cmp.Or(o.AnnotationDomain, fleetspec.DefaultAnnotationDomain)
 	o.Management.Namespace = cmp.Or(o.Management.Namespace, fleetspec.DefaultManagementNamespace)
 	o.Claim.Scope = cmp.Or(o.Claim.Scope, ClaimPerReplica)
@@ -319,7 +261,9 @@ func (o Options) withDefaults() Options {
 	o.Claim.LeaseDuration = cmp.Or(o.Claim.LeaseDuration, fleetspec.DefaultClaimLeaseDuration)
 	o.Claim.RenewDeadline = cmp.Or(o.Claim.RenewDeadline, fleetspec.DefaultClaimRenewDeadline)
 	o.Claim.RetryPeriod = cmp.Or(o.Claim.RetryPeriod, fleetspec.DefaultClaimRetryPeriod)
-	o.DeletionBudget.MaxFraction = cmp.Or(o.DeletionBudget.MaxFraction, fleetspec.DefaultDeletionMaxFraction)
+	if o.DeletionBudget.MaxFraction == nil {
+		o.DeletionBudget.MaxFraction = ptr.To(fleetspec.DefaultDeletionMaxFraction)
+	}
 	if o.DeletionBudget.MinObjects == nil {
 		o.DeletionBudget.MinObjects = ptr.To(fleetspec.DefaultDeletionMinObjects)
 	}
@@ -345,15 +289,31 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// complete applies the defaults and validates, once, and returns the engine's settings and the
-// kinds that are typed in scheme. Errors wrap ErrInvalidOptions and name every invalid field as
-// the configuration file does where Options mirror it ("shard.remoteResourceSuffix",
-// "resources[1].strategy"), else by its Options name ("claim.leaseDuration",
-// "heartbeatInterval").
-func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.GroupVersionKind]bool, error) {
-	o = o.withDefaults()
+// Validate applies the defaults and checks o as New will, returning every invalid field (the
+// error wraps ErrInvalidOptions and is a *fleetspec.ValidationError's list). It needs no
+// manager: Management.Config may still be nil, and a typed kind's Go type is checked against
+// the manager's scheme by New only. pkg/config runs it on the Options a configuration file gives,
+// so that a file is checked by the same rules, once, as any host's Options.
+func (o Options) Validate() error {
+	_, _, err := o.WithDefaults().settings(nil, false)
+	return err
+}
+
+// complete applies the defaults and validates, once, and returns the defaulted Options, the
+// engine's settings and the kinds that are typed in scheme. Errors wrap ErrInvalidOptions.
+func (o Options) complete(scheme *runtime.Scheme) (Options, *syncer.Settings, map[schema.GroupVersionKind]bool, error) {
+	o = o.WithDefaults()
+	s, typed, err := o.settings(scheme, true)
+	return o, s, typed, err
+}
+
+// settings validates defaulted Options and builds the engine's settings from them. Errors wrap
+// ErrInvalidOptions and name every invalid field by its Options path ("shard.remoteResourceSuffix",
+// "resources[1].strategy", "claim.leaseDuration", "heartbeatInterval"). With host false (Validate)
+// neither Management.Config nor a typed kind's registration in scheme is required.
+func (o Options) settings(scheme *runtime.Scheme, host bool) (*syncer.Settings, map[schema.GroupVersionKind]bool, error) {
 	var errs field.ErrorList
-	if o.Management.Config == nil {
+	if host && o.Management.Config == nil {
 		errs = append(errs, field.Required(field.NewPath("management", "config"), "the management cluster's client config"))
 	}
 	errs = append(errs, fleetspec.ValidateDNSLabel(field.NewPath("region"), o.Region)...)
@@ -368,16 +328,9 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 	s := &syncer.Settings{
 		Region: o.Region, AnnotationDomain: o.AnnotationDomain,
 		ManagementNamespace: o.Management.Namespace, ClusterID: o.Management.ClusterID,
-		FleetNamespace: o.Claim.FleetNamespace,
-		Shard: fleetspec.Shard{
-			NamespacePrefix:       o.Shard.NamespacePrefix,
-			RemoteResourceSuffix:  o.Shard.RemoteResourceSuffix,
-			RemoteNamespaceSuffix: o.Shard.RemoteNamespaceSuffix,
-			LocalNamespaceSuffix:  o.Shard.LocalNamespaceSuffix,
-			LabelSelector:         o.Shard.LabelSelector,
-			ExcludedNamespaces:    o.Shard.ExcludedNamespaces,
-		},
-		DeletionBudget:    budget.Budget{MaxFraction: o.DeletionBudget.MaxFraction, MinObjects: *o.DeletionBudget.MinObjects, Window: o.DeletionBudget.Window},
+		FleetNamespace:    o.Claim.FleetNamespace,
+		Shard:             o.Shard,
+		DeletionBudget:    budget.Budget{MaxFraction: *o.DeletionBudget.MaxFraction, MinObjects: *o.DeletionBudget.MinObjects, Window: o.DeletionBudget.Window},
 		ResyncPeriod:      o.ResyncPeriod,
 		HeartbeatInterval: o.HeartbeatInterval,
 		StartJitter:       o.Management.StartJitter,
@@ -393,10 +346,9 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 			errs = append(errs, field.Required(rp.Index(i).Child("object"), "the kind to sync"))
 			continue
 		case ok:
-			if gvk = u.GroupVersionKind(); gvk.Kind == "" || gvk.Version == "" {
-				errs = append(errs, field.Invalid(rp.Index(i).Child("object"), gvk.String(), "an unstructured object needs its group, version and kind set"))
-				continue
-			}
+			gvk = u.GroupVersionKind()
+		case scheme == nil:
+			continue // Validate: the host's scheme decides
 		default:
 			var err error
 			if gvk, err = apiutil.GVKForObject(r.Object, scheme); err != nil {
@@ -415,7 +367,7 @@ func (o Options) complete(scheme *runtime.Scheme) (*syncer.Settings, map[schema.
 	if len(s.Resources) == len(o.Resources) { // indexes match: every kind was named
 		errs = append(errs, fleetspec.ValidateResources(rp, s.Resources)...)
 	}
-	errs = append(errs, fleetspec.ValidateDeletionBudget(field.NewPath("deletionBudget"), o.DeletionBudget.MaxFraction, *o.DeletionBudget.MinObjects, o.DeletionBudget.Window)...)
+	errs = append(errs, fleetspec.ValidateDeletionBudget(field.NewPath("deletionBudget"), *o.DeletionBudget.MaxFraction, *o.DeletionBudget.MinObjects, o.DeletionBudget.Window)...)
 	errs = append(errs, fleetspec.ValidateResyncPeriod(field.NewPath("resyncPeriod"), o.ResyncPeriod)...)
 	errs = append(errs, fleetspec.ValidateHeartbeatInterval(field.NewPath("heartbeatInterval"), o.HeartbeatInterval)...)
 	cp := field.NewPath("claim")

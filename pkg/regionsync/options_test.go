@@ -18,7 +18,6 @@ import (
 	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/internal/syncer/budget"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 func kind(group, version, k string) *unstructured.Unstructured {
@@ -38,7 +37,7 @@ func minimal() Options {
 
 // Every default is applied by complete, to the values documented for the configuration file.
 func TestOptionsDefaults(t *testing.T) {
-	s, typed, err := minimal().complete(runtime.NewScheme())
+	_, s, typed, err := minimal().complete(runtime.NewScheme())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +62,7 @@ func TestOptionsDefaults(t *testing.T) {
 	// Zero is a value, not "unset", for MinObjects.
 	o := minimal()
 	o.DeletionBudget.MinObjects = ptr.To(0)
-	if s, _, err = o.complete(runtime.NewScheme()); err != nil || s.DeletionBudget.MinObjects != 0 {
+	if _, s, _, err = o.complete(runtime.NewScheme()); err != nil || s.DeletionBudget.MinObjects != 0 {
 		t.Fatalf("minObjects 0: %v, %+v", err, s)
 	}
 }
@@ -81,7 +80,7 @@ func TestOptionsManagementUserAgent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := minimal()
 			o.Version, o.Management.Config.UserAgent = c.version, c.userAgent
-			if got := o.withDefaults().Management.Config.UserAgent; got != c.want {
+			if got := o.WithDefaults().Management.Config.UserAgent; got != c.want {
 				t.Errorf("User-Agent %q, want %q", got, c.want)
 			}
 			if o.Management.Config.UserAgent != c.userAgent {
@@ -91,102 +90,13 @@ func TestOptionsManagementUserAgent(t *testing.T) {
 	}
 }
 
-// A configuration file reaches the engine whole: every field the file sets arrives in Settings
-// (the agent binary's one way: file → Options → Settings).
-func TestConfigFileReachesEngine(t *testing.T) {
-	cfg, err := config.Parse([]byte(`apiVersion: regionsync.dev/v1alpha1
-kind: AgentConfig
-region: eu-west-1
-annotationDomain: cloud.teleport.dev
-management:
-  kubeconfig: /k
-  namespace: fleet
-  clusterID: 0b3c6f3e-8f55-4a8e-9d7c-2f0e6c1d9a11
-  claim: {leaseDuration: 90s, renewDeadline: 50s, retryPeriod: 20s}
-  startJitter: 12s
-shard:
-  namespacePrefix: tenant-
-  remoteResourceSuffix: -eu
-  remoteNamespaceSuffix: -mgmt
-  localNamespaceSuffix: -local
-  labelSelector: regionsync.dev/region=eu-west-1
-  excludedNamespaces: [istio-system]
-resources:
-  - {group: demo.regionsync.dev, version: v1alpha1, kind: Tenant, secrets: [token], strategy: Apply, adoption: Adopt, deletePropagation: Background, concurrency: 9}
-leaderElection: {namespace: agents}
-deletionBudget: {maxFraction: 0.25, minObjects: 3, window: 7m}
-resyncPeriod: 11m
-telemetry: {heartbeatInterval: 45s}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _, err := OptionsFromConfig(cfg, &rest.Config{}).complete(runtime.NewScheme())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &syncer.Settings{
-		Region: "eu-west-1", AnnotationDomain: "cloud.teleport.dev", ManagementNamespace: "fleet",
-		ClusterID: "0b3c6f3e-8f55-4a8e-9d7c-2f0e6c1d9a11", FleetNamespace: "agents",
-		Shard: fleetspec.Shard{NamespacePrefix: "tenant-", RemoteResourceSuffix: "-eu", RemoteNamespaceSuffix: "-mgmt",
-			LocalNamespaceSuffix: "-local", LabelSelector: "regionsync.dev/region=eu-west-1", ExcludedNamespaces: []string{"istio-system"}},
-		Resources: []fleetspec.Resource{{
-			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant", Secrets: []string{"token"},
-			Strategy: fleetspec.StrategyApply, Adoption: fleetspec.AdoptionAdopt, DeletePropagation: "Background", Concurrency: 9,
-		}},
-		DeletionBudget:    budget.Budget{MaxFraction: 0.25, MinObjects: 3, Window: 7 * time.Minute},
-		ResyncPeriod:      11 * time.Minute,
-		HeartbeatInterval: 45 * time.Second,
-		StartJitter:       12 * time.Second,
-		Claim:             syncer.LeaseTimings{LeaseDuration: 90 * time.Second, RenewDeadline: 50 * time.Second, RetryPeriod: 20 * time.Second},
-	}
-	if diff := settingsDiff(s, want); diff != "" {
-		t.Fatal(diff)
-	}
-}
-
-// Credential renewal goes from the file to Options whole, with the file's defaults (the Secret
-// the overlays mount, in the agent's own namespace); the library's defaults are the same; off, it
-// is nil (a host with a static kubeconfig).
-func TestConfigFileCredentialRenewal(t *testing.T) {
-	file := func(renewal string) *config.AgentConfig {
-		t.Helper()
-		cfg, err := config.Parse([]byte(`apiVersion: regionsync.dev/v1alpha1
-kind: AgentConfig
-region: eu-west-1
-management: {kubeconfig: /k` + renewal + `}
-resources: [{group: demo.regionsync.dev, version: v1alpha1, kind: Tenant}]
-leaderElection: {namespace: agents}
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
-	if r := OptionsFromConfig(file(""), &rest.Config{}).Management.CredentialRenewal; r != nil {
-		t.Fatalf("renewal off in the file, on in Options: %+v", r)
-	}
-	for name, tc := range map[string]struct {
-		renewal string
-		want    CredentialRenewal
-	}{
-		"defaults": {", credentialRenewal: {enabled: true}", CredentialRenewal{
-			Secret: types.NamespacedName{Namespace: "agents", Name: fleetspec.DefaultCredentialSecret}, SecretKey: fleetspec.DefaultCredentialSecretKey}},
-		"every field": {", credentialRenewal: {enabled: true, secretName: kc, secretNamespace: ops, secretKey: config, lifetime: 48h, renewBefore: 12h}", CredentialRenewal{
-			Secret: types.NamespacedName{Namespace: "ops", Name: "kc"}, SecretKey: "config", Lifetime: 48 * time.Hour, RenewBefore: 12 * time.Hour}},
-	} {
-		o := OptionsFromConfig(file(tc.renewal), &rest.Config{})
-		if r := o.Management.CredentialRenewal; r == nil || *r != tc.want {
-			t.Errorf("%s: Options %+v, want %+v", name, r, tc.want)
-		}
-		if _, _, err := o.complete(runtime.NewScheme()); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
+// Credential renewal's defaults: the Secret the overlays mount, in the fleet's own namespace;
+// the host's value is not changed.
+func TestCredentialRenewalDefaults(t *testing.T) {
 	o := minimal()
 	o.Claim.FleetNamespace = "agents"
 	o.Management.CredentialRenewal = &CredentialRenewal{}
-	if r := o.withDefaults().Management.CredentialRenewal; *r != (CredentialRenewal{
+	if r := o.WithDefaults().Management.CredentialRenewal; *r != (CredentialRenewal{
 		Secret: types.NamespacedName{Namespace: "agents", Name: fleetspec.DefaultCredentialSecret}, SecretKey: fleetspec.DefaultCredentialSecretKey}) {
 		t.Fatalf("library defaults %+v", r)
 	}
@@ -210,7 +120,7 @@ func TestOptionsErrorsNameTheField(t *testing.T) {
 		"selector":          {func(o *Options) { o.Shard.LabelSelector = "a in (" }, []string{"shard.labelSelector: Invalid value"}},
 		"no kinds":          {func(o *Options) { o.Resources = nil }, []string{"resources: Required value"}},
 		"nil object":        {func(o *Options) { o.Resources[0].Object = nil }, []string{"resources[0].object: Required value"}},
-		"no gvk":            {func(o *Options) { o.Resources[0].Object = &unstructured.Unstructured{} }, []string{"resources[0].object: Invalid value"}},
+		"no gvk":            {func(o *Options) { o.Resources[0].Object = &unstructured.Unstructured{} }, []string{"resources[0].version: Invalid value", "resources[0].kind: Invalid value"}},
 		"untyped in scheme": {func(o *Options) { o.Resources[0].Object = &corev1ConfigMapLike{} }, []string{"resources[0].object: Invalid value", "not registered"}},
 		"privileged":        {func(o *Options) { o.Resources[0].Object = kind("rbac.authorization.k8s.io", "v1", "Role") }, []string{"resources[0].kind: Forbidden", "resources[0].allowPrivileged"}},
 		"secret kind":       {func(o *Options) { o.Resources[0].Object = kind("", "v1", "Secret") }, []string{"resources[0].kind: Forbidden"}},
@@ -218,7 +128,8 @@ func TestOptionsErrorsNameTheField(t *testing.T) {
 		"adoption":          {func(o *Options) { o.Resources[0].Adoption = "Steal" }, []string{"resources[0].adoption: Unsupported value"}},
 		"concurrency":       {func(o *Options) { o.Resources[0].Concurrency = 1000 }, []string{"resources[0].concurrency: Invalid value"}},
 		"duplicate kind":    {func(o *Options) { o.Resources = append(o.Resources, o.Resources[0]) }, []string{"resources[1]: Duplicate value"}},
-		"budget fraction":   {func(o *Options) { o.DeletionBudget.MaxFraction = 2 }, []string{"deletionBudget.maxFraction: Invalid value"}},
+		"budget fraction":   {func(o *Options) { o.DeletionBudget.MaxFraction = ptr.To(2.0) }, []string{"deletionBudget.maxFraction: Invalid value"}},
+		"budget fraction 0": {func(o *Options) { o.DeletionBudget.MaxFraction = ptr.To(0.0) }, []string{"deletionBudget.maxFraction: Invalid value"}},
 		"budget min":        {func(o *Options) { o.DeletionBudget.MinObjects = ptr.To(-1) }, []string{"deletionBudget.minObjects: Invalid value"}},
 		"resync":            {func(o *Options) { o.ResyncPeriod = time.Second }, []string{"resyncPeriod: Invalid value"}},
 		"heartbeat":         {func(o *Options) { o.HeartbeatInterval = time.Hour }, []string{"heartbeatInterval: Invalid value"}},
@@ -240,7 +151,7 @@ func TestOptionsErrorsNameTheField(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := minimal()
 			tc.edit(&o)
-			_, _, err := o.complete(runtime.NewScheme())
+			_, _, _, err := o.complete(runtime.NewScheme())
 			if !errors.Is(err, ErrInvalidOptions) {
 				t.Fatalf("error %v, want ErrInvalidOptions", err)
 			}

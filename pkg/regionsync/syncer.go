@@ -10,17 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/regionsync/regionsync/internal/credential"
-	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/health"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // Syncer is regionsync running inside a host's controller manager. New adds it to the
@@ -72,11 +68,10 @@ type ClaimState struct {
 //
 // Errors wrap ErrInvalidOptions when opts are invalid.
 func New(mgr manager.Manager, opts Options) (*Syncer, error) {
-	settings, typed, err := opts.complete(mgr.GetScheme())
+	opts, settings, typed, err := opts.complete(mgr.GetScheme())
 	if err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
 	log := opts.Logger
 	if log.GetSink() == nil {
 		log = mgr.GetLogger().WithName("regionsync")
@@ -183,7 +178,7 @@ func (s *Syncer) RemoteKeys(ctx context.Context, gvk schema.GroupVersionKind) ([
 // metav1.Object), and reads of them must deep-copy (do not set UnsafeDisableDeepCopy for them). Only Region, AnnotationDomain, ResyncPeriod and the Resources' objects of opts
 // are read.
 func LocalCacheOptions(opts Options) cache.Options {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	return syncer.LocalCacheOptions(opts.Region, opts.AnnotationDomain, opts.ResyncPeriod, compactedKinds(opts))
 }
 
@@ -207,23 +202,4 @@ func compactedKinds(opts Options) []schema.GroupVersionKind {
 		}
 	}
 	return compacted
-}
-
-// ManagementConfig loads the management cluster's client config from the kubeconfig file the
-// configuration names, with the configured client limits (by default none: API Priority and
-// Fairness on management protects it; see fleetspec.DefaultManagementQPS).
-func ManagementConfig(cfg *config.AgentConfig) (*rest.Config, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Management.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("management.kubeconfig %s: %w", cfg.Management.Kubeconfig, err)
-	}
-	rc.QPS = fleetspec.DefaultManagementQPS
-	if cfg.Management.QPS > 0 {
-		rc.QPS = cfg.Management.QPS
-		rc.Burst = int(cfg.Management.QPS * fleetspec.DefaultManagementBurstPerQPS)
-	}
-	if cfg.Management.Burst > 0 {
-		rc.Burst = cfg.Management.Burst
-	}
-	return rc, nil
 }

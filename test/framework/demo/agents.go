@@ -12,6 +12,7 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -35,7 +36,7 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 			RemoteResourceSuffix: "-" + region,
 			LabelSelector:        regionsyncv1alpha1.RegionLabel + "=" + region,
 		},
-		Resources: []fleetspec.Resource{{
+		Resources: []config.ResourceConfig{{
 			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant",
 			Secrets: []string{tenantoperator.TokenSecretName},
 		}},
@@ -50,7 +51,7 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 // startAgent writes the region's configuration file and starts bin/agent with it; env adds to
 // the demo's environment (the OTLP endpoint).
 func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig, env []string) (*agentProcess, error) {
-	cfgPath, err := testenv.WriteAgentConfig(filepath.Join(dir, "agent.yaml"), cfg)
+	cfgPath, err := agentconfig.WriteConfig(filepath.Join(dir, "agent.yaml"), cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func regionShard(region string) *regionsyncv1alpha1.RegionShard {
 		LabelSelector:         cfg.Shard.LabelSelector,
 	}
 	for _, r := range cfg.Resources {
-		s.Kinds = append(s.Kinds, shard.KindName(shard.GVK(r)))
+		s.Kinds = append(s.Kinds, shard.KindName(r.GroupVersionKind()))
 	}
 	return s
 }

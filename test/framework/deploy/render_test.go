@@ -18,6 +18,7 @@ import (
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 )
 
 const regionsDir = "../../../deploy/regions"
@@ -78,9 +79,10 @@ func TestAgentOverlays(t *testing.T) {
 			if want := regionsyncv1alpha1.RegionLabel + "=" + region; cfg.Shard.LabelSelector != want {
 				t.Errorf("shard.labelSelector %q, want %q", cfg.Shard.LabelSelector, want)
 			}
-			for _, r := range cfg.Resources {
+			eff := agentconfig.Effective(cfg) // the overlay's values as the agent runs them, defaults included
+			for i, r := range eff.Resources {
 				if r.Adoption != fleetspec.AdoptionRefuse || r.AllowPrivileged {
-					t.Errorf("resource %s: adoption %s, allowPrivileged %v", r.Kind, r.Adoption, r.AllowPrivileged)
+					t.Errorf("resource %s: adoption %s, allowPrivileged %v", cfg.Resources[i].Kind, r.Adoption, r.AllowPrivileged)
 				}
 			}
 			d := Find(objs, "Deployment", "regionsync-agent")
@@ -120,7 +122,7 @@ func TestAgentOverlays(t *testing.T) {
 			}
 			// The agent renews its credential into the Secret it is mounted from, and may get and
 			// update that one Secret only.
-			if cr := cfg.Management.CredentialRenewal; !cr.Enabled || cr.SecretName != secret || cr.SecretNamespace != "regionsync-system" {
+			if cr := eff.Management.CredentialRenewal; cr == nil || cr.Secret.Name != secret || cr.Secret.Namespace != "regionsync-system" {
 				t.Errorf("credential renewal %+v, want on, into Secret regionsync-system/%s", cr, secret)
 			}
 			var secretRules []string
@@ -183,9 +185,9 @@ func TestManagementOverlays(t *testing.T) {
 			}
 			kinds := make([]schema.GroupVersionKind, 0, len(cfg.Resources))
 			for _, r := range cfg.Resources {
-				kinds = append(kinds, shard.GVK(r))
+				kinds = append(kinds, r.GroupVersionKind())
 			}
-			if err := shard.CheckRegistered(cfg.AnnotationDomain, cfg.Shard, kinds, registered.Spec.Shard); err != nil {
+			if err := shard.CheckRegistered(agentconfig.Effective(cfg).AnnotationDomain, cfg.Shard, kinds, registered.Spec.Shard); err != nil {
 				t.Error(err)
 			}
 			if Find(objs, "ServiceAccount", "region-"+region) == nil {
