@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/regionsync/regionsync/internal/inspect"
 	"github.com/regionsync/regionsync/internal/shard"
 )
 
@@ -99,7 +100,7 @@ func (o *options) releaseRegion(ctx context.Context, region, before string) erro
 	if err != nil {
 		return err
 	}
-	_, err = mc.dynamic.Resource(regionsGVR).Patch(ctx, region, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	_, err = mc.Dynamic.Resource(inspect.RegionResource).Patch(ctx, region, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("there is no Region %s on management", region)
@@ -154,7 +155,7 @@ func newPauseCommand(o *options, pause bool) *cobra.Command {
 // distributionArg reports whether <kind>/<name> names the hub's Distribution kind.
 func (o *options) distributionArg(arg string) (schema.GroupVersionResource, string, bool) {
 	mapping, name, err := o.resolveObject(arg)
-	if err != nil || mapping.GroupVersionKind.GroupKind() != distributionGK {
+	if err != nil || mapping.GroupVersionKind.GroupKind() != inspect.DistributionKind {
 		return schema.GroupVersionResource{}, "", false
 	}
 	return mapping.Resource, name, true
@@ -180,7 +181,7 @@ func (o *options) pauseDistribution(ctx context.Context, res schema.GroupVersion
 	if err != nil {
 		return err
 	}
-	_, err = mc.dynamic.Resource(res).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager, FieldValidation: "Strict"})
+	_, err = mc.Dynamic.Resource(res).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager, FieldValidation: "Strict"})
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%s not found on management", ref)
@@ -213,7 +214,7 @@ func (o *options) annotateObject(ctx context.Context, arg string, inRegion bool,
 	if err != nil {
 		return "", err
 	}
-	c, where := (*clients)(nil), "management"
+	c, where := (*inspect.Clients)(nil), "management"
 	if inRegion {
 		where = "region " + o.regionContext
 		c, err = o.region()
@@ -224,7 +225,7 @@ func (o *options) annotateObject(ctx context.Context, arg string, inRegion bool,
 		return "", err
 	}
 	ref := fmt.Sprintf("%s %s/%s in %s", shard.KindName(mapping.GroupVersionKind), ns, name, where)
-	res := c.dynamic.Resource(mapping.Resource).Namespace(ns)
+	res := c.Dynamic.Resource(mapping.Resource).Namespace(ns)
 	obj, err := res.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("%s not found", ref)

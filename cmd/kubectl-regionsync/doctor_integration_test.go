@@ -24,6 +24,7 @@ import (
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/fleetspec"
+	"github.com/regionsync/regionsync/internal/inspect"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -126,14 +127,14 @@ func (f *doctorFleet) distribution(name string, status regionsyncv1alpha1.Distri
 }
 
 // doctorRun runs doctor -o json and returns its report and whether it exited with "problems".
-func doctorRun(t *testing.T, p *plugin, args ...string) (*doctorReport, bool) {
+func doctorRun(t *testing.T, p *plugin, args ...string) (*inspect.DoctorReport, bool) {
 	t.Helper()
 	out, err := p.run(append([]string{"doctor", "-o", "json"}, args...)...)
 	problems := errors.Is(err, errProblemsFound)
 	if err != nil && !problems {
 		t.Fatalf("doctor: %v", err)
 	}
-	r := &doctorReport{}
+	r := &inspect.DoctorReport{}
 	if err := json.Unmarshal([]byte(out), r); err != nil {
 		t.Fatalf("doctor -o json: %v\n%s", err, out)
 	}
@@ -144,7 +145,7 @@ func doctorRun(t *testing.T, p *plugin, args ...string) (*doctorReport, bool) {
 }
 
 // findingOf returns the finding of class about object, or nil.
-func findingOf(r *doctorReport, class, object string) *problem {
+func findingOf(r *inspect.DoctorReport, class, object string) *inspect.Problem {
 	for i := range r.Findings {
 		if r.Findings[i].Class == class && r.Findings[i].Object == object {
 			return &r.Findings[i]
@@ -180,7 +181,7 @@ func TestDoctor(t *testing.T) {
 	f.region("use", "-use", 0)
 	f.tenant("web-use", "use", true)
 	create(t, mc, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: fleetspec.DefaultManagementNamespace, Name: hubDeployment},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetspec.DefaultManagementNamespace, Name: inspect.HubDeployment},
 		Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "hub"}},
 			Template: corev1.PodTemplateSpec{
@@ -220,39 +221,39 @@ func TestDoctor(t *testing.T) {
 		add                 func()
 		want                []string // in problem or fix
 	}{
-		{"a stale heartbeat", FindingStaleHeartbeat, "Lease regionsync-system/region-old",
+		{"a stale heartbeat", inspect.FindingStaleHeartbeat, "Lease regionsync-system/region-old",
 			func() { f.region("old", "-old", 10*time.Minute) },
 			[]string{"last renewed 10m ago; its lease is 1m0s", "kubectl regionsync decommission old"}},
-		{"a Region no agent has claimed", FindingStaleHeartbeat, "Region fresh",
+		{"a Region no agent has claimed", inspect.FindingStaleHeartbeat, "Region fresh",
 			func() { f.region("fresh", "-fresh", -1) },
 			[]string{"no shard Lease regionsync-system/region-fresh", "get pods,events"}},
-		{"a finalizer of a region that no longer exists", FindingOrphanedFinalizer, tenantKind + " acme/web-gone",
+		{"a finalizer of a region that no longer exists", inspect.FindingOrphanedFinalizer, tenantKind + " acme/web-gone",
 			func() { f.tenant("web-gone", "", true) },
 			[]string{"carries the finalizer regionsync.dev/sync-local, but no known region's shard takes it", `/metadata/finalizers/0`}},
-		{"an object labelled for an unknown region", FindingUnknownRegion, tenantKind + " acme/stray-apac",
+		{"an object labelled for an unknown region", inspect.FindingUnknownRegion, tenantKind + " acme/stray-apac",
 			func() { f.tenant("stray-apac", "apac", false) },
 			[]string{"labelled regionsync.dev/region=apac, but region apac has neither a Region nor a shard Lease", "scripts/new-region.sh apac"}},
-		{"overlapping shards", FindingShardOverlap, "Regions use and use2",
+		{"overlapping shards", inspect.FindingShardOverlap, "Regions use and use2",
 			func() { f.region("use2", "-use", -1) },
 			[]string{"both shards can hold " + tenantKind + " objects named *-use and *-use", "decommission use2"}},
-		{"a credential expiring within 7 days", FindingCredentialExpiring, "Region use",
+		{"a credential expiring within 7 days", inspect.FindingCredentialExpiring, "Region use",
 			func() {
 				f.setRegion("use", func(r *regionsyncv1alpha1.Region) {
 					r.Status.CredentialExpiryTime = ptr.To(metav1.NewTime(time.Now().Add(3 * 24 * time.Hour)))
 				})
 			},
 			[]string{"management credential expires in 2d", "scripts/region-kubeconfig.sh use"}},
-		{"an expired credential", FindingCredentialExpiring, "Region old",
+		{"an expired credential", inspect.FindingCredentialExpiring, "Region old",
 			func() {
 				f.setRegion("old", func(r *regionsyncv1alpha1.Region) {
 					r.Status.CredentialExpiryTime = ptr.To(metav1.NewTime(time.Now().Add(-time.Hour)))
 				})
 			},
 			[]string{"management credential expired 6", "renewal is failing or off"}},
-		{"an agent outside the version-skew policy", FindingVersionSkew, "Region old",
+		{"an agent outside the version-skew policy", inspect.FindingVersionSkew, "Region old",
 			func() { f.setRegion("old", func(r *regionsyncv1alpha1.Region) { r.Status.AgentVersion = "v0.3.1" }) },
 			[]string{"runs v0.3.1: 2 minor versions away from the hub's v0.5.2", "docs/versioning.md"}},
-		{"held deletions", FindingDeletionsHeld, "Region use",
+		{"held deletions", inspect.FindingDeletionsHeld, "Region use",
 			func() {
 				f.setRegion("use", func(r *regionsyncv1alpha1.Region) {
 					r.Status.Resources[0].DeletionsHeld = 2
@@ -260,14 +261,14 @@ func TestDoctor(t *testing.T) {
 				})
 			},
 			[]string{"holds 2 deletion(s) (" + tenantKind + ": 2)", "kubectl regionsync release --region use --before now"}},
-		{"a halted Distribution", FindingDistributionHalted, "Distribution acme/halted",
+		{"a halted Distribution", inspect.FindingDistributionHalted, "Distribution acme/halted",
 			func() {
 				f.distribution("halted", regionsyncv1alpha1.DistributionStatus{Conditions: []metav1.Condition{
 					{Type: regionsyncv1alpha1.DistributionHalted, Status: metav1.ConditionTrue, Reason: "MaxFailuresExceeded", Message: "wave 1: region use failed"},
 				}})
 			},
 			[]string{"its rollout halted (MaxFailuresExceeded): wave 1: region use failed", "kubectl regionsync retry halted -n acme"}},
-		{"a Distribution with an unplaceable region", FindingDistributionUnplaceable, "Distribution acme/nowhere",
+		{"a Distribution with an unplaceable region", inspect.FindingDistributionUnplaceable, "Distribution acme/nowhere",
 			func() {
 				f.distribution("nowhere", regionsyncv1alpha1.DistributionStatus{
 					Conditions: []metav1.Condition{{Type: regionsyncv1alpha1.DistributionDegraded, Status: metav1.ConditionTrue, Reason: regionsyncv1alpha1.ReasonUnplaceable}},
@@ -278,7 +279,7 @@ func TestDoctor(t *testing.T) {
 				})
 			},
 			[]string{"1 region(s) cannot receive it or refused it: euw: Unplaceable/NoShard (Region euw has no spec.shard)", "register the Region's spec.shard"}},
-		{"a Distribution whose removals are held", FindingDistributionRemovalHeld, "Distribution acme/shrinking",
+		{"a Distribution whose removals are held", inspect.FindingDistributionRemovalHeld, "Distribution acme/shrinking",
 			func() {
 				f.distribution("shrinking", regionsyncv1alpha1.DistributionStatus{Conditions: []metav1.Condition{
 					{Type: regionsyncv1alpha1.DistributionRemovalHeld, Status: metav1.ConditionTrue, Reason: regionsyncv1alpha1.ReasonHeld, Message: "3 of 4 removals held"},
@@ -316,18 +317,18 @@ func TestDoctor(t *testing.T) {
 		// A region labelled for an existing region is not reported; a claimed object its shard
 		// takes is not reported.
 		r, _ := doctorRun(t, p)
-		if findingOf(r, FindingOrphanedFinalizer, tenantKind+" acme/web-use") != nil || findingOf(r, FindingUnknownRegion, tenantKind+" acme/web-use") != nil {
+		if findingOf(r, inspect.FindingOrphanedFinalizer, tenantKind+" acme/web-use") != nil || findingOf(r, inspect.FindingUnknownRegion, tenantKind+" acme/web-use") != nil {
 			t.Errorf("a healthy object reported: %+v", r.Findings)
 		}
 	})
 
 	t.Run("status: the hub's version judges the skew, the Kubernetes version", func(t *testing.T) {
 		out := p.mustRun("status", "-o", "json")
-		var report statusReport
+		var report inspect.StatusReport
 		if err := json.Unmarshal([]byte(out), &report); err != nil {
 			t.Fatal(err)
 		}
-		byName := map[string]regionStatus{}
+		byName := map[string]inspect.RegionStatus{}
 		for _, r := range report.Regions {
 			byName[r.Name] = r
 		}
@@ -418,7 +419,7 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("the shard Lease of old is still there:\n%s", out)
 		}
 		r, _ := doctorRun(t, p)
-		if got := findingOf(r, FindingStaleHeartbeat, "Region old"); got == nil || !strings.Contains(got.Problem, "no shard Lease") {
+		if got := findingOf(r, inspect.FindingStaleHeartbeat, "Region old"); got == nil || !strings.Contains(got.Problem, "no shard Lease") {
 			t.Errorf("after decommission, old is a Region without a Lease: %+v", r.Findings)
 		}
 	})

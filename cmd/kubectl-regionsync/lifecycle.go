@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
+	"github.com/regionsync/regionsync/internal/inspect"
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 )
@@ -56,14 +57,14 @@ func (o *options) retry(ctx context.Context, name string, force bool) error {
 		return err
 	}
 	ref := fmt.Sprintf("Distribution %s/%s", ns, name)
-	d, err := mc.dynamic.Resource(res).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	d, err := mc.Dynamic.Resource(res).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%s not found on management", ref)
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", ref, err)
 	}
-	if halted := unstructuredConditions(d.Object)[regionsyncv1alpha1.DistributionHalted]; halted.Status != metav1.ConditionTrue && !force {
+	if halted := inspect.UnstructuredConditions(d.Object)[regionsyncv1alpha1.DistributionHalted]; halted.Status != metav1.ConditionTrue && !force {
 		state := "no Halted condition"
 		if halted.Status != "" {
 			state = "Halted=" + string(halted.Status)
@@ -77,7 +78,7 @@ func (o *options) retry(ctx context.Context, name string, force bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := mc.dynamic.Resource(res).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+	if _, err := mc.Dynamic.Resource(res).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
 		return fmt.Errorf("annotating %s: %w", ref, err)
 	}
 	fmt.Fprintf(o.streams.Out, "%s: %s=%s; the hub retries its rollout\n", ref, key, value)
@@ -91,7 +92,7 @@ func (o *options) distributionResource() (schema.GroupVersionResource, error) {
 	if err != nil {
 		return schema.GroupVersionResource{}, fmt.Errorf("management cluster: %w", err)
 	}
-	mapping, err := mapper.RESTMapping(distributionGK)
+	mapping, err := mapper.RESTMapping(inspect.DistributionKind)
 	if meta.IsNoMatchError(err) {
 		return schema.GroupVersionResource{}, errors.New("management does not serve the Distribution kind: the hub is not installed (deploy/kustomize/management installs its CRD)")
 	}
@@ -149,7 +150,7 @@ func (o *options) decommission(ctx context.Context, region string, fl decommissi
 	if err != nil {
 		return err
 	}
-	u, err := mc.dynamic.Resource(regionsGVR).Get(ctx, region, metav1.GetOptions{})
+	u, err := mc.Dynamic.Resource(inspect.RegionResource).Get(ctx, region, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("there is no Region %s on management: decommission reads the region's shard from its Region's spec.shard; without it run agent decommission with the region's configuration file", region)

@@ -40,6 +40,7 @@ import (
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/fleetspec"
+	"github.com/regionsync/regionsync/internal/inspect"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/pkg/regionsync"
@@ -47,6 +48,9 @@ import (
 )
 
 var keys = shard.NewKeys(fleetspec.DefaultAnnotationDomain)
+
+// tenantKind is the demo Tenant kind as the agents and the plugin name it.
+const tenantKind = "Tenant.demo.regionsync.dev"
 
 // plugin runs the plugin's commands against a kubeconfig with the contexts "management" and
 // "region", counting every request it makes.
@@ -89,12 +93,12 @@ func (p *plugin) mustRun(args ...string) string {
 }
 
 // explainJSON runs explain -o json.
-func (p *plugin) explainJSON(args ...string) (*explanation, error) {
+func (p *plugin) explainJSON(args ...string) (*inspect.Explanation, error) {
 	out, err := p.run(append([]string{"explain", "-o", "json"}, args...)...)
 	if err != nil {
 		return nil, err
 	}
-	e := &explanation{}
+	e := &inspect.Explanation{}
 	if err := json.Unmarshal([]byte(out), e); err != nil {
 		return nil, fmt.Errorf("explain -o json: %w\n%s", err, out)
 	}
@@ -194,10 +198,10 @@ func labelled(ns, name, region string) *demov1alpha1.Tenant {
 	})
 }
 
-// verdictIs waits until explain args gives verdict, and returns that explanation.
-func verdictIs(t *testing.T, p *plugin, verdict string, timeout time.Duration, args ...string) *explanation {
+// verdictIs waits until explain args gives verdict, and returns that inspect.Explanation.
+func verdictIs(t *testing.T, p *plugin, verdict string, timeout time.Duration, args ...string) *inspect.Explanation {
 	t.Helper()
-	var e *explanation
+	var e *inspect.Explanation
 	testenv.Eventually(t, fmt.Sprintf("explain %s says %s", strings.Join(args, " "), verdict), timeout, func() error {
 		var err error
 		if e, err = p.explainJSON(args...); err != nil {
@@ -211,7 +215,7 @@ func verdictIs(t *testing.T, p *plugin, verdict string, timeout time.Duration, a
 	return e
 }
 
-func hasFinding(e *explanation, topic, text string) bool {
+func hasFinding(e *inspect.Explanation, topic, text string) bool {
 	for _, f := range e.Findings {
 		if f.Topic == topic && strings.Contains(f.Text, text) {
 			return true
@@ -287,7 +291,7 @@ func TestPlugin(t *testing.T) {
 		labelled("acme", "web-use3", "use3"))
 
 	t.Run("explain: synced and current, with the copy, its trace and no drift", func(t *testing.T) {
-		e := verdictIs(t, p, VerdictSynced, 60*time.Second, "tenant/web-use", "-n", "acme", "--region-context", "region")
+		e := verdictIs(t, p, inspect.VerdictSynced, 60*time.Second, "tenant/web-use", "-n", "acme", "--region-context", "region")
 		if e.Region != "use" || e.Copy != "acme-use/web in region use" {
 			t.Errorf("region %q, copy %q; want use, acme-use/web in region use", e.Region, e.Copy)
 		}
@@ -297,10 +301,10 @@ func TestPlugin(t *testing.T) {
 		if e.CopyObject == nil || e.CopyObject["spec"].(map[string]any)["displayName"] != "Web" {
 			t.Errorf("explain does not show the copy: %v", e.CopyObject)
 		}
-		if e.Drift != "" || !hasFinding(e, topicClaim, "claimed: finalizer "+keys.Finalizer) || !hasFinding(e, topicCurrent, "current: generation 1") {
+		if e.Drift != "" || !hasFinding(e, inspect.TopicClaim, "claimed: finalizer "+keys.Finalizer) || !hasFinding(e, inspect.TopicCurrent, "current: generation 1") {
 			t.Errorf("findings %+v, drift %q", e.Findings, e.Drift)
 		}
-		if !hasFinding(e, topicShard, "copy acme-use/web") || hasFinding(e, topicShard, "not registered") {
+		if !hasFinding(e, inspect.TopicShard, "copy acme-use/web") || hasFinding(e, inspect.TopicShard, "not registered") {
 			t.Errorf("the copy's namespace is not the registered one: %+v", e.Findings)
 		}
 		text := p.mustRun("explain", "tenants.demo.regionsync.dev/web-use", "-n", "acme", "--region-context", "region")
@@ -317,7 +321,7 @@ func TestPlugin(t *testing.T) {
 			{"stray-apac", "region apac has no shard Lease"},
 			{"wrong-use", `do not match the shard's selector "regionsync.dev/region=use"`},
 		} {
-			e := verdictIs(t, p, VerdictNoShard, 10*time.Second, "tenant/"+tc.name, "-n", "acme")
+			e := verdictIs(t, p, inspect.VerdictNoShard, 10*time.Second, "tenant/"+tc.name, "-n", "acme")
 			var all []string
 			for _, f := range e.Findings {
 				all = append(all, f.Text)
@@ -334,15 +338,15 @@ func TestPlugin(t *testing.T) {
 	})
 
 	t.Run("explain: a registered region whose agent does not claim", func(t *testing.T) {
-		e := verdictIs(t, p, VerdictRegionNotLive, 10*time.Second, "tenant/web-use3", "-n", "acme")
-		if e.Region != "use3" || !hasFinding(e, topicRegion, "registered on its Region (spec.shard) but no agent holds its shard Lease") || !hasFinding(e, topicShard, "copy acme-use3/web") {
+		e := verdictIs(t, p, inspect.VerdictRegionNotLive, 10*time.Second, "tenant/web-use3", "-n", "acme")
+		if e.Region != "use3" || !hasFinding(e, inspect.TopicRegion, "registered on its Region (spec.shard) but no agent holds its shard Lease") || !hasFinding(e, inspect.TopicShard, "copy acme-use3/web") {
 			t.Errorf("region %q, findings %+v", e.Region, e.Findings)
 		}
 	})
 
 	t.Run("explain: a protected namespace the agent refused", func(t *testing.T) {
-		e := verdictIs(t, p, VerdictProtectedNamespace, 30*time.Second, "tenant/web-use", "-n", "locked")
-		if !hasFinding(e, topicShard, "locked-use") {
+		e := verdictIs(t, p, inspect.VerdictProtectedNamespace, 30*time.Second, "tenant/web-use", "-n", "locked")
+		if !hasFinding(e, inspect.TopicShard, "locked-use") {
 			t.Errorf("findings do not name the local namespace locked-use: %+v", e.Findings)
 		}
 		text := p.mustRun("explain", "tenant/web-use", "-n", "locked")
@@ -352,14 +356,14 @@ func TestPlugin(t *testing.T) {
 	})
 
 	t.Run("status: both regions live, their counts, the skew, no Distributions column", func(t *testing.T) {
-		var report statusReport
+		var report inspect.StatusReport
 		// Region use has an invalid object (the protected namespace): Synced, hence Ready, is False.
 		testenv.Eventually(t, "status shows euw Ready, use not Ready for its invalid object, both live with their Tenants synced", 60*time.Second, func() error {
 			out, err := p.run("status", "-o", "json")
 			if err != nil {
 				return err
 			}
-			report = statusReport{}
+			report = inspect.StatusReport{}
 			if err := json.Unmarshal([]byte(out), &report); err != nil {
 				return err
 			}
@@ -380,7 +384,7 @@ func TestPlugin(t *testing.T) {
 		if report.Distributions != nil {
 			t.Errorf("Distributions reported without the kind: %+v", report.Distributions)
 		}
-		byName := map[string]regionStatus{report.Regions[0].Name: report.Regions[0], report.Regions[1].Name: report.Regions[1]}
+		byName := map[string]inspect.RegionStatus{report.Regions[0].Name: report.Regions[0], report.Regions[1].Name: report.Regions[1]}
 		if !strings.Contains(p.mustRun("status"), "no Lease") {
 			t.Error("status does not say use3 has no Lease")
 		}
@@ -449,7 +453,7 @@ func TestPlugin(t *testing.T) {
 	})
 
 	t.Run("pause and resume on management", func(t *testing.T) {
-		verdictIs(t, p, VerdictSynced, 30*time.Second, "tenant/web-euw", "-n", "acme")
+		verdictIs(t, p, inspect.VerdictSynced, 30*time.Second, "tenant/web-euw", "-n", "acme")
 		if out := p.mustRun("pause", "tenant/web-euw", "-n", "acme"); !strings.Contains(out, "paused") {
 			t.Errorf("pause: %s", out)
 		}
@@ -461,8 +465,8 @@ func TestPlugin(t *testing.T) {
 		if err := mc.Update(bg, tn); err != nil {
 			t.Fatal(err)
 		}
-		e := verdictIs(t, p, VerdictPaused, 10*time.Second, "tenant/web-euw", "-n", "acme")
-		if !hasFinding(e, topicCurrent, "management generation 2, last copied 1") {
+		e := verdictIs(t, p, inspect.VerdictPaused, 10*time.Second, "tenant/web-euw", "-n", "acme")
+		if !hasFinding(e, inspect.TopicCurrent, "management generation 2, last copied 1") {
 			t.Errorf("a paused change is not reported as not current: %+v", e.Findings)
 		}
 		testenv.Consistently(t, "the paused change does not reach the region", 3*time.Second, func() error {
@@ -476,7 +480,7 @@ func TestPlugin(t *testing.T) {
 			return nil
 		})
 		p.mustRun("resume", "tenant/web-euw", "-n", "acme")
-		verdictIs(t, p, VerdictSynced, 30*time.Second, "tenant/web-euw", "-n", "acme", "--region-context", "region")
+		verdictIs(t, p, inspect.VerdictSynced, 30*time.Second, "tenant/web-euw", "-n", "acme", "--region-context", "region")
 	})
 
 	t.Run("pause in the region: the drift stays and is shown", func(t *testing.T) {
@@ -489,19 +493,19 @@ func TestPlugin(t *testing.T) {
 		if err := rc.Update(bg, local); err != nil {
 			t.Fatal(err)
 		}
-		e := verdictIs(t, p, VerdictPaused, 10*time.Second, "tenant/web-euw", "-n", "acme", "--region-context", "region")
+		e := verdictIs(t, p, inspect.VerdictPaused, 10*time.Second, "tenant/web-euw", "-n", "acme", "--region-context", "region")
 		if !strings.Contains(e.Drift, "edited in the region") || !strings.Contains(e.Drift, "changed while paused") {
 			t.Errorf("drift does not show both sides:\n%s", e.Drift)
 		}
 		p.mustRun("resume", "tenant/web", "-n", "acme-euw", "--region-context", "region")
-		e = verdictIs(t, p, VerdictSynced, 30*time.Second, "tenant/web-euw", "-n", "acme", "--region-context", "region")
+		e = verdictIs(t, p, inspect.VerdictSynced, 30*time.Second, "tenant/web-euw", "-n", "acme", "--region-context", "region")
 		if e.Drift != "" {
 			t.Errorf("drift after resume: %s", e.Drift)
 		}
 	})
 
 	t.Run("explain: a write fight in the region", func(t *testing.T) {
-		verdictIs(t, p, VerdictSynced, 30*time.Second, "tenant/fight-use", "-n", "acme")
+		verdictIs(t, p, inspect.VerdictSynced, 30*time.Second, "tenant/fight-use", "-n", "acme")
 		ctx, stop := context.WithCancel(bg)
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -517,19 +521,19 @@ func TestPlugin(t *testing.T) {
 			}
 		}()
 		defer func() { stop(); wg.Wait() }()
-		e := verdictIs(t, p, VerdictWriteFight, 60*time.Second, "tenant/fight-use", "-n", "acme", "--region-context", "region")
+		e := verdictIs(t, p, inspect.VerdictWriteFight, 60*time.Second, "tenant/fight-use", "-n", "acme", "--region-context", "region")
 		t.Logf("kubectl regionsync explain tenant/fight-use -n acme --region-context region\n%s", p.mustRun("explain", "tenant/fight-use", "-n", "acme", "--region-context", "region"))
-		if !hasFinding(e, topicFight, "keeps undoing the spec of the local copy") {
+		if !hasFinding(e, inspect.TopicFight, "keeps undoing the spec of the local copy") {
 			t.Errorf("findings: %+v", e.Findings)
 		}
 	})
 
 	t.Run("explain and release: a held deletion, one copy", func(t *testing.T) {
-		verdictIs(t, p, VerdictSynced, 30*time.Second, "tenant/held-use", "-n", "acme")
+		verdictIs(t, p, inspect.VerdictSynced, 30*time.Second, "tenant/held-use", "-n", "acme")
 		if err := mc.Delete(bg, labelled("acme", "held-use", "use")); err != nil {
 			t.Fatal(err)
 		}
-		e := verdictIs(t, p, VerdictDeletionHeld, 30*time.Second, "tenant/held-use", "-n", "acme", "--region-context", "region")
+		e := verdictIs(t, p, inspect.VerdictDeletionHeld, 30*time.Second, "tenant/held-use", "-n", "acme", "--region-context", "region")
 		if !strings.Contains(e.Summary, "release --region use --before now") {
 			t.Errorf("summary gives no release: %s", e.Summary)
 		}
@@ -550,14 +554,14 @@ func TestPlugin(t *testing.T) {
 			}
 			return errors.Join(err, errors.New("still there"))
 		})
-		verdictIs(t, p, VerdictNotFound, 10*time.Second, "tenant/held-use", "-n", "acme", "--region-context", "region")
+		verdictIs(t, p, inspect.VerdictNotFound, 10*time.Second, "tenant/held-use", "-n", "acme", "--region-context", "region")
 	})
 
 	t.Run("release: a region's holds before a time", func(t *testing.T) {
 		if err := mc.Delete(bg, labelled("acme", "held2-use", "use")); err != nil {
 			t.Fatal(err)
 		}
-		verdictIs(t, p, VerdictDeletionHeld, 30*time.Second, "tenant/held2-use", "-n", "acme")
+		verdictIs(t, p, inspect.VerdictDeletionHeld, 30*time.Second, "tenant/held2-use", "-n", "acme")
 		if _, err := p.run("release", "--region", "nowhere", "--before", "now"); err == nil || !strings.Contains(err.Error(), "no Region nowhere") {
 			t.Errorf("release of an unknown region: %v", err)
 		}
@@ -584,8 +588,8 @@ func TestPlugin(t *testing.T) {
 	t.Run("explain: an invalid mapping the agent refused", func(t *testing.T) {
 		long := strings.Repeat("n", 60) // 60 + "-use" is longer than a namespace may be
 		create(t, mc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: long}}, labelled(long, "web-use", "use"))
-		e := verdictIs(t, p, VerdictInvalidMapping, 30*time.Second, "tenant/web-use", "-n", long)
-		if !hasFinding(e, topicShard, "the agent refused it") {
+		e := verdictIs(t, p, inspect.VerdictInvalidMapping, 30*time.Second, "tenant/web-use", "-n", long)
+		if !hasFinding(e, inspect.TopicShard, "the agent refused it") {
 			t.Errorf("findings: %+v", e.Findings)
 		}
 	})
@@ -597,13 +601,13 @@ func TestPlugin(t *testing.T) {
 			o.Shard.LabelSelector, o.Shard.LocalNamespaceSuffix = "", "-use2"
 		})
 		create(t, mc, labelled("acme", "other-use", "other"), &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: "use2"}})
-		e := verdictIs(t, p, VerdictShardOverlap, 60*time.Second, "tenant/web-use", "-n", "acme")
+		e := verdictIs(t, p, inspect.VerdictShardOverlap, 60*time.Second, "tenant/web-use", "-n", "acme")
 		if !strings.Contains(e.Summary, "regions use, use2 overlap") || !strings.Contains(e.Summary, "use syncs (registered first)") || e.Region != "use" {
 			t.Errorf("overlap: region %q, %s", e.Region, e.Summary)
 		}
 		// Only use2's shard takes other-use (use selects on its label): use2 refuses.
-		e = verdictIs(t, p, VerdictShardRefused, 30*time.Second, "tenant/other-use", "-n", "acme")
-		if e.Region != "use2" || !hasFinding(e, topicRegion, "it collides with the shard of region use (Lease regionsync-system/region-use)") {
+		e = verdictIs(t, p, inspect.VerdictShardRefused, 30*time.Second, "tenant/other-use", "-n", "acme")
+		if e.Region != "use2" || !hasFinding(e, inspect.TopicRegion, "it collides with the shard of region use (Lease regionsync-system/region-use)") {
 			t.Errorf("refused: region %q, findings %+v", e.Region, e.Findings)
 		}
 		testenv.Eventually(t, "status shows use2 refused", 30*time.Second, func() error {
@@ -615,7 +619,7 @@ func TestPlugin(t *testing.T) {
 		})
 		// Stopped, use2's agent releases its Lease: nobody holds it.
 		stop()
-		verdictIs(t, p, VerdictRegionNotLive, 30*time.Second, "tenant/other-use", "-n", "acme")
+		verdictIs(t, p, inspect.VerdictRegionNotLive, 30*time.Second, "tenant/other-use", "-n", "acme")
 		if err := mc.Delete(bg, labelled("acme", "other-use", "other")); err != nil {
 			t.Fatal(err)
 		}
@@ -648,7 +652,7 @@ func TestPlugin(t *testing.T) {
 		createRegions(t, management, 1000)
 		var atThousand int64
 		var took time.Duration
-		var e *explanation
+		var e *inspect.Explanation
 		atThousand, took = explainRequests()
 		if e, _ = p.explainJSON("tenant/web-use", "-n", "acme"); e == nil || e.Region != "use" {
 			t.Errorf("explain at 1,000 regions: %+v", e)
@@ -668,7 +672,7 @@ func TestPlugin(t *testing.T) {
 			t.Errorf("status made %d requests at 1,003 regions, %d at 3: not independent of the number of regions", statusAtThousand, statusAtTwo)
 		}
 		out := p.mustRun("status", "-o", "json")
-		var report statusReport
+		var report inspect.StatusReport
 		if err := json.Unmarshal([]byte(out), &report); err != nil {
 			t.Fatal(err)
 		}
@@ -682,22 +686,22 @@ func TestPlugin(t *testing.T) {
 		if !errors.Is(err, errProblemsFound) {
 			t.Fatalf("doctor: %v", err)
 		}
-		var d doctorReport
+		var d inspect.DoctorReport
 		if err := json.Unmarshal([]byte(out), &d); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("doctor at 1,003 regions: %d requests, %s, %d findings, checked %+v", requests, took.Round(time.Millisecond), len(d.Findings), d.Checked)
 		for _, want := range []struct{ class, object string }{
-			{FindingVersionSkew, "Region euw"},
-			{FindingStaleHeartbeat, "Region use3"},
-			{FindingUnknownRegion, "Tenant.demo.regionsync.dev acme/stray-apac"},
+			{inspect.FindingVersionSkew, "Region euw"},
+			{inspect.FindingStaleHeartbeat, "Region use3"},
+			{inspect.FindingUnknownRegion, "Tenant.demo.regionsync.dev acme/stray-apac"},
 		} {
 			if findingOf(&d, want.class, want.object) == nil {
 				t.Errorf("doctor lacks %s about %s: %+v", want.class, want.object, d.Findings)
 			}
 		}
 		for _, f := range d.Findings {
-			if f.Class == FindingShardOverlap || f.Class == FindingOrphanedFinalizer {
+			if f.Class == inspect.FindingShardOverlap || f.Class == inspect.FindingOrphanedFinalizer {
 				t.Errorf("doctor reports %s about %s: %s", f.Class, f.Object, f.Problem)
 			}
 		}
@@ -736,13 +740,13 @@ func TestPlugin(t *testing.T) {
 		if want := "Distributions: 3, 1 progressing, 0 halted, 1 degraded, 0 with removals held (need attention: acme/broken)"; !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, tail(out))
 		}
-		var report statusReport
+		var report inspect.StatusReport
 		if err := json.Unmarshal([]byte(p.mustRun("status", "-o", "json")), &report); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range report.Regions {
 			switch {
-			case r.Name == "use" && (r.Distributions == nil || *r.Distributions != regionDistributions{Progressing: 1}):
+			case r.Name == "use" && (r.Distributions == nil || *r.Distributions != inspect.RegionDistributions{Progressing: 1}):
 				t.Errorf("region use's Distributions %+v, want 1 progressing", r.Distributions)
 			case r.Name != "use" && r.Distributions != nil:
 				t.Errorf("region %s's Distributions %+v, want none", r.Name, r.Distributions)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/regionsync/regionsync/internal/fleetspec"
+	"github.com/regionsync/regionsync/internal/inspect"
 	"github.com/regionsync/regionsync/internal/shard"
 )
 
@@ -79,7 +80,7 @@ func newRootCommand(streams genericiooptions.IOStreams, wrap func(*rest.Config) 
 func (o *options) keys() shard.Keys { return shard.NewKeys(o.annotationDomain) }
 
 // management returns the clients of the management cluster.
-func (o *options) management() (*clients, error) {
+func (o *options) management() (*inspect.Clients, error) {
 	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("management cluster: %w", err)
@@ -87,8 +88,21 @@ func (o *options) management() (*clients, error) {
 	return newClients(cfg)
 }
 
+// managementWithMapper returns the clients of the management cluster with kubectl's REST mapper
+// (discovery cached in --cache-dir), for the inspections that look kinds up.
+func (o *options) managementWithMapper() (*inspect.Clients, error) {
+	c, err := o.management()
+	if err != nil {
+		return nil, err
+	}
+	if c.Mapper, err = o.config.ToRESTMapper(); err != nil {
+		return nil, fmt.Errorf("management cluster: %w", err)
+	}
+	return c, nil
+}
+
 // region returns the clients of the region named by --region-context.
-func (o *options) region() (*clients, error) {
+func (o *options) region() (*inspect.Clients, error) {
 	cfg, err := o.regionConfig()
 	if err != nil {
 		return nil, err
@@ -121,15 +135,8 @@ func (o *options) namespace() (string, error) {
 	return ns, err
 }
 
-// clients talk to one cluster.
-type clients struct {
-	kube    kubernetes.Interface
-	dynamic dynamic.Interface
-	// metadata lists objects' metadata only (doctor).
-	metadata metadata.Interface
-}
-
-func newClients(cfg *rest.Config) (*clients, error) {
+// newClients returns the clients of the cluster of cfg, without a REST mapper.
+func newClients(cfg *rest.Config) (*inspect.Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	// One command makes a handful of requests: client-side throttling would only add latency.
 	cfg.QPS, cfg.Burst = -1, 0
@@ -145,7 +152,7 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{kube: kube, dynamic: dyn, metadata: md}, nil
+	return &inspect.Clients{Kube: kube, Dynamic: dyn, Metadata: md}, nil
 }
 
 // resolveObject parses "<kind>/<name>" (the kind as kubectl takes it: tenant, tenants,

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"errors"
@@ -26,12 +26,12 @@ func registered(name, suffix, domain string) *regionsyncv1alpha1.Region {
 func TestRegisterShard(t *testing.T) {
 	cases := []struct {
 		name  string
-		lease *shardRecord
+		lease *ShardRecord
 		// noLease, known: the merged record has no Lease / knows the local suffix.
 		noLease, known bool
 	}{
 		{name: "no Lease: the registered shard alone", noLease: true, known: true},
-		{name: "a Lease without a definition takes the registered one", lease: liveShard("use", "-use", func(s *shardRecord) { s.DefErr = errTest }), known: true},
+		{name: "a Lease without a definition takes the registered one", lease: liveShard("use", "-use", func(s *ShardRecord) { s.DefErr = errTest }), known: true},
 		{name: "the same shard on both", lease: liveShard("use", "-use"), known: true},
 		{name: "a Lease of another shard is kept as it is", lease: liveShard("use", "-other")},
 	}
@@ -60,14 +60,14 @@ func TestExplainRegisteredShard(t *testing.T) {
 	obj := func(ns, name, region string) *unstructured.Unstructured { return syncedTenant(ns, name, region) }
 	cases := []struct {
 		name    string
-		fleet   *fleet
+		fleet   *Fleet
 		obj     *unstructured.Unstructured
 		verdict string
 		want    string
 	}{
 		{
 			name:  "the copy's namespace is known exactly",
-			fleet: withRegistered(fleetOf([]*shardRecord{liveShard("use", "-use")}), registered("use", "-use", "")), obj: obj("acme", "web-use", "use"),
+			fleet: withRegistered(fleetOf([]*ShardRecord{liveShard("use", "-use")}), registered("use", "-use", "")), obj: obj("acme", "web-use", "use"),
 			verdict: VerdictSynced, want: "copy acme-use/web\n",
 		},
 		{
@@ -77,7 +77,7 @@ func TestExplainRegisteredShard(t *testing.T) {
 		},
 		{
 			name: "the region's own annotation domain",
-			fleet: withRegistered(fleetOf([]*shardRecord{liveShard("tp", "-tp", func(s *shardRecord) { s.Def.LabelSelector = "regionsync.dev/region=tp" })}),
+			fleet: withRegistered(fleetOf([]*ShardRecord{liveShard("tp", "-tp", func(s *ShardRecord) { s.Def.LabelSelector = "regionsync.dev/region=tp" })}),
 				registered("tp", "-tp", "cloud.teleport.dev")),
 			obj: syncedTenant("acme", "web-tp", "tp", func(u *unstructured.Unstructured) {
 				k := shard.NewKeys("cloud.teleport.dev")
@@ -89,7 +89,7 @@ func TestExplainRegisteredShard(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := explain(explainInput{Keys: testKeys, Kind: tenantKind, Namespace: tc.obj.GetNamespace(), Name: tc.obj.GetName(), Object: tc.obj, Fleet: tc.fleet, Now: testNow})
+			e := Explain(ExplainInput{Keys: testKeys, Kind: tenantKind, Namespace: tc.obj.GetNamespace(), Name: tc.obj.GetName(), Object: tc.obj, Fleet: tc.fleet, Now: testNow})
 			if e.Verdict != tc.verdict {
 				t.Fatalf("verdict %s (%s), want %s", e.Verdict, e.Summary, tc.verdict)
 			}
@@ -104,7 +104,7 @@ func TestExplainRegisteredShard(t *testing.T) {
 	}
 }
 
-func withRegistered(f *fleet, regions ...*regionsyncv1alpha1.Region) *fleet {
+func withRegistered(f *Fleet, regions ...*regionsyncv1alpha1.Region) *Fleet {
 	for _, r := range regions {
 		f.Regions[r.Name] = r
 		f.register(r)
@@ -123,7 +123,7 @@ func TestSummarizeDistributions(t *testing.T) {
 		u.SetName(name)
 		return u
 	}
-	s := summarizeDistributions([]unstructured.Unstructured{
+	s := SummarizeDistributions([]unstructured.Unstructured{
 		dist("fine", metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Available"}),
 		dist("rolling", metav1.Condition{Type: "Available", Status: metav1.ConditionFalse, Reason: "Progressing"}),
 		dist("waves", metav1.Condition{Type: "Progressing", Status: metav1.ConditionTrue}),
@@ -132,7 +132,7 @@ func TestSummarizeDistributions(t *testing.T) {
 		dist("shrinking", metav1.Condition{Type: "RemovalHeld", Status: metav1.ConditionTrue}),
 		dist("new"),
 	})
-	want := distributionSummary{Total: 7, Progressing: 2, Halted: 1, Degraded: 1, RemovalHeld: 1, NeedAttention: []string{"acme/broken", "acme/shrinking", "acme/stopped"}}
+	want := DistributionSummary{Total: 7, Progressing: 2, Halted: 1, Degraded: 1, RemovalHeld: 1, NeedAttention: []string{"acme/broken", "acme/shrinking", "acme/stopped"}}
 	if s.Total != want.Total || s.Progressing != want.Progressing || s.Halted != want.Halted || s.Degraded != want.Degraded || s.RemovalHeld != want.RemovalHeld ||
 		strings.Join(s.NeedAttention, ",") != strings.Join(want.NeedAttention, ",") {
 		t.Errorf("summary %+v, want %+v", *s, want)

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"context"
@@ -12,20 +12,39 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 )
 
-// regionsGVR is the Region kind's resource on management.
-var regionsGVR = regionsyncv1alpha1.GroupVersion.WithResource("regions")
+// RegionResource is the Region kind's resource on management.
+var RegionResource = regionsyncv1alpha1.GroupVersion.WithResource("regions")
 
-// shardRecord is one region's shard Lease as explain and status read it.
-type shardRecord struct {
+// DistributionKind is the hub's Distribution kind, served only where the hub is installed.
+var DistributionKind = schema.GroupKind{Group: regionsyncv1alpha1.GroupVersion.Group, Kind: "Distribution"}
+
+// Clients are the clients of one cluster that the inspections read it with.
+type Clients struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Metadata lists objects' metadata only (Doctor).
+	Metadata metadata.Interface
+	// Mapper maps kinds to resources (Status and Doctor, for the Distribution kind and the synced
+	// kinds); ReadExplainInput does without.
+	Mapper meta.RESTMapper
+}
+
+// ShardRecord is one region's shard, as its shard Lease records it (and, where the operator
+// registered it, its Region's spec.shard).
+type ShardRecord struct {
 	// Region is the region the Lease is named after ("region-<region>").
 	Region string
 	// Lease is the Lease's namespace/name.
@@ -55,7 +74,7 @@ type shardRecord struct {
 }
 
 // localSuffix returns the region's localNamespaceSuffix and whether it is known (registered).
-func (s *shardRecord) localSuffix() (string, bool) {
+func (s *ShardRecord) localSuffix() (string, bool) {
 	if s.RegisteredShard == nil {
 		return "", false
 	}
@@ -63,24 +82,24 @@ func (s *shardRecord) localSuffix() (string, bool) {
 }
 
 // keys are the region's annotation keys: its registered annotation domain, else def.
-func (s *shardRecord) keys(def shard.Keys) shard.Keys {
+func (s *ShardRecord) keys(def shard.Keys) shard.Keys {
 	if s.RegisteredShard == nil || s.RegisteredShard.AnnotationDomain == "" || s.RegisteredShard.AnnotationDomain == def.Domain {
 		return def
 	}
 	return shard.NewKeys(s.RegisteredShard.AnnotationDomain)
 }
 
-// fleet is what one command read from management: every shard Lease and every Region, listed
+// Fleet is what one inspection read from management: every shard Lease and every Region, listed
 // once each (never one request per region).
-type fleet struct {
+type Fleet struct {
 	// Shards by region name.
-	Shards map[string]*shardRecord
+	Shards map[string]*ShardRecord
 	// Regions by name.
 	Regions map[string]*regionsyncv1alpha1.Region
 }
 
 // names returns every region that has a Lease or a Region, sorted.
-func (f *fleet) names() []string {
+func (f *Fleet) names() []string {
 	seen := map[string]bool{}
 	for n := range f.Shards {
 		seen[n] = true
@@ -97,8 +116,8 @@ func (f *fleet) names() []string {
 }
 
 // shardList returns the shard records sorted by region.
-func (f *fleet) shardList() []*shardRecord {
-	out := make([]*shardRecord, 0, len(f.Shards))
+func (f *Fleet) shardList() []*ShardRecord {
+	out := make([]*ShardRecord, 0, len(f.Shards))
 	for _, s := range f.Shards {
 		out = append(out, s)
 	}
@@ -106,19 +125,20 @@ func (f *fleet) shardList() []*shardRecord {
 	return out
 }
 
-// loadFleet lists the shard Leases in namespace and the Regions on management: two requests.
-func loadFleet(ctx context.Context, c *clients, namespace string, now time.Time) (*fleet, error) {
-	leases, err := c.kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: claim.LeaseLabel + "=true"})
+// LoadFleet lists the shard Leases in namespace and the Regions on management, two requests, and
+// judges the Leases' liveness at now.
+func LoadFleet(ctx context.Context, c *Clients, namespace string, now time.Time) (*Fleet, error) {
+	leases, err := c.Kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: claim.LeaseLabel + "=true"})
 	if err != nil {
 		return nil, fmt.Errorf("listing the shard Leases in namespace %s on management: %w", namespace, err)
 	}
-	f := &fleet{Shards: map[string]*shardRecord{}, Regions: map[string]*regionsyncv1alpha1.Region{}}
+	f := &Fleet{Shards: map[string]*ShardRecord{}, Regions: map[string]*regionsyncv1alpha1.Region{}}
 	for i := range leases.Items {
 		if s, ok := shardOf(&leases.Items[i], now); ok {
 			f.Shards[s.Region] = s
 		}
 	}
-	list, err := c.dynamic.Resource(regionsGVR).List(ctx, metav1.ListOptions{})
+	list, err := c.Dynamic.Resource(RegionResource).List(ctx, metav1.ListOptions{})
 	switch {
 	case isNotServed(err):
 		// No Region CRD on management: the agents publish no health; the Leases still tell.
@@ -140,7 +160,7 @@ func loadFleet(ctx context.Context, c *clients, namespace string, now time.Time)
 // register adds a Region's spec.shard to its shard record: to the Lease's when both describe the
 // same shard, as the only record when the region has no Lease or its Lease records no shard (its
 // agent has not claimed: it may be down, or refuse because its configuration differs).
-func (f *fleet) register(r *regionsyncv1alpha1.Region) {
+func (f *Fleet) register(r *regionsyncv1alpha1.Region) {
 	reg := r.Spec.Shard
 	if reg == nil {
 		return
@@ -156,7 +176,7 @@ func (f *fleet) register(r *regionsyncv1alpha1.Region) {
 	s := f.Shards[r.Name]
 	switch {
 	case s == nil:
-		f.Shards[r.Name] = &shardRecord{Region: r.Name, Lease: none, Def: def, NoLease: true, RegisteredShard: reg}
+		f.Shards[r.Name] = &ShardRecord{Region: r.Name, Lease: none, Def: def, NoLease: true, RegisteredShard: reg}
 	case s.DefErr != nil:
 		s.Def, s.DefErr, s.RegisteredShard = def, nil, reg
 	case reflect.DeepEqual(s.Def, def):
@@ -165,12 +185,12 @@ func (f *fleet) register(r *regionsyncv1alpha1.Region) {
 }
 
 // shardOf reads a shard Lease; ok is false for a Lease not named "region-<region>".
-func shardOf(l *coordinationv1.Lease, now time.Time) (*shardRecord, bool) {
+func shardOf(l *coordinationv1.Lease, now time.Time) (*ShardRecord, bool) {
 	region, ok := strings.CutPrefix(l.Name, claim.LeaseName(""))
 	if !ok || region == "" {
 		return nil, false
 	}
-	s := &shardRecord{
+	s := &ShardRecord{
 		Region:  region,
 		Lease:   l.Namespace + "/" + l.Name,
 		State:   l.Annotations[claim.StateAnnotation],
@@ -229,9 +249,6 @@ func countsOf(r *regionsyncv1alpha1.Region, kind string) *regionsyncv1alpha1.Res
 	}
 	return nil
 }
-
-// distributionGK is the hub's Distribution kind, served only where the hub is installed.
-var distributionGK = schema.GroupKind{Group: regionsyncv1alpha1.GroupVersion.Group, Kind: "Distribution"}
 
 // none stands for a missing value in text.
 const none = "(none)"

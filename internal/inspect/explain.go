@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 	"github.com/regionsync/regionsync/internal/shard/claim"
 )
 
-// Verdicts of explain, the most fundamental first: the verdict is the first that applies.
+// Verdicts of Explain, the most fundamental first: the verdict is the first that applies.
 const (
 	VerdictNotFound           = "NotFound"
 	VerdictNoShard            = "NoShard"
@@ -38,7 +38,7 @@ const (
 	VerdictSynced             = "Synced"
 )
 
-// Event reasons of the agent that explain reads (internal/syncer's; the plugin does not link the
+// Event reasons of the agent that Explain reads (internal/syncer's; this package does not link the
 // agent).
 const (
 	reasonWriteFight         = "WriteFight"
@@ -47,22 +47,22 @@ const (
 	reasonInvalidMapping     = "InvalidMapping"
 )
 
-// Topics of explain's findings, in the order they are printed.
+// Topics of Explain's findings, in the order they are printed.
 const (
-	topicShard    = "shard"
-	topicRegion   = "region"
-	topicClaim    = "claim"
-	topicCurrent  = "current"
-	topicPaused   = "paused"
-	topicDeletion = "deletion"
-	topicFight    = "fight"
-	topicTrace    = "trace"
-	topicCopy     = "copy"
-	topicDrift    = "drift"
+	TopicShard    = "shard"
+	TopicRegion   = "region"
+	TopicClaim    = "claim"
+	TopicCurrent  = "current"
+	TopicPaused   = "paused"
+	TopicDeletion = "deletion"
+	TopicFight    = "fight"
+	TopicTrace    = "trace"
+	TopicCopy     = "copy"
+	TopicDrift    = "drift"
 )
 
-// eventLine is one Event as explain shows it.
-type eventLine struct {
+// EventLine is one Event as Explain shows it.
+type EventLine struct {
 	Time    time.Time `json:"time"`
 	Type    string    `json:"type"`
 	Reason  string    `json:"reason"`
@@ -72,7 +72,7 @@ type eventLine struct {
 }
 
 // eventLineOf reads an Event, timed by its latest occurrence.
-func eventLineOf(e *corev1.Event) eventLine {
+func eventLineOf(e *corev1.Event) EventLine {
 	t := e.CreationTimestamp.Time
 	for _, c := range []time.Time{e.FirstTimestamp.Time, e.LastTimestamp.Time, e.EventTime.Time} {
 		if c.After(t) {
@@ -90,28 +90,28 @@ func eventLineOf(e *corev1.Event) eventLine {
 	if e.Series != nil {
 		count = e.Series.Count
 	}
-	return eventLine{Time: t, Type: e.Type, Reason: e.Reason, From: from, Count: count, Message: e.Message}
+	return EventLine{Time: t, Type: e.Type, Reason: e.Reason, From: from, Count: count, Message: e.Message}
 }
 
 // sortEvents orders events oldest first.
-func sortEvents(ev []eventLine) {
+func sortEvents(ev []EventLine) {
 	sort.SliceStable(ev, func(i, j int) bool { return ev[i].Time.Before(ev[j].Time) })
 }
 
-// miss is one reason a shard does not take an object.
-type miss struct {
+// Miss is one reason a shard does not take an object.
+type Miss struct {
 	// Category: definition, kind, namespace, name or labels.
 	Category string `json:"category"`
 	Text     string `json:"text"`
 }
 
-// shardVerdict is one shard's verdict on an object.
-type shardVerdict struct {
+// ShardVerdict is one shard's verdict on an object.
+type ShardVerdict struct {
 	Region string `json:"region"`
 	Shard  string `json:"shard,omitempty"`
 	Takes  bool   `json:"takes"`
 	// Misses say why it does not take the object.
-	Misses []miss `json:"misses,omitempty"`
+	Misses []Miss `json:"misses,omitempty"`
 	// Local is the copy's key in the region when the shard takes the object (its namespace
 	// without the region's localNamespaceSuffix, which management does not record).
 	Local string `json:"local,omitempty"`
@@ -126,27 +126,27 @@ type shardVerdict struct {
 
 // judgeShard decides whether shard s takes the object kind ns/name with labels (labels nil: not
 // known, not judged), with the agent's own mapping logic.
-func judgeShard(kind, ns, name string, labels map[string]string, s *shardRecord) shardVerdict {
-	v := shardVerdict{Region: s.Region}
+func judgeShard(kind, ns, name string, labels map[string]string, s *ShardRecord) ShardVerdict {
+	v := ShardVerdict{Region: s.Region}
 	if s.DefErr != nil {
-		v.Misses = append(v.Misses, miss{"definition", s.DefErr.Error()})
+		v.Misses = append(v.Misses, Miss{"definition", s.DefErr.Error()})
 		return v
 	}
 	d := s.Def
 	v.Shard = d.String()
 	if !slices.Contains(d.Kinds, kind) {
-		v.Misses = append(v.Misses, miss{"kind", fmt.Sprintf("syncs %s, not %s", strings.Join(d.Kinds, ","), kind)})
+		v.Misses = append(v.Misses, Miss{"kind", fmt.Sprintf("syncs %s, not %s", strings.Join(d.Kinds, ","), kind)})
 	}
 	if !strings.HasPrefix(ns, d.NamespacePrefix) {
-		v.Misses = append(v.Misses, miss{"namespace", fmt.Sprintf("namespace %q does not start with the shard's namespacePrefix %q", ns, d.NamespacePrefix)})
+		v.Misses = append(v.Misses, Miss{"namespace", fmt.Sprintf("namespace %q does not start with the shard's namespacePrefix %q", ns, d.NamespacePrefix)})
 	}
 	if !strings.HasSuffix(ns, d.RemoteNamespaceSuffix) {
-		v.Misses = append(v.Misses, miss{"namespace", fmt.Sprintf("namespace %q does not end with the shard's remoteNamespaceSuffix %q", ns, d.RemoteNamespaceSuffix)})
+		v.Misses = append(v.Misses, Miss{"namespace", fmt.Sprintf("namespace %q does not end with the shard's remoteNamespaceSuffix %q", ns, d.RemoteNamespaceSuffix)})
 	} else if rest := strings.TrimSuffix(ns, d.RemoteNamespaceSuffix); strings.HasPrefix(ns, d.NamespacePrefix) && !strings.HasPrefix(rest, d.NamespacePrefix) {
-		v.Misses = append(v.Misses, miss{"namespace", fmt.Sprintf("namespace %q without its suffix %q does not start with the prefix %q", ns, d.RemoteNamespaceSuffix, d.NamespacePrefix)})
+		v.Misses = append(v.Misses, Miss{"namespace", fmt.Sprintf("namespace %q without its suffix %q does not start with the prefix %q", ns, d.RemoteNamespaceSuffix, d.NamespacePrefix)})
 	}
 	if !strings.HasSuffix(name, d.RemoteResourceSuffix) {
-		v.Misses = append(v.Misses, miss{"name", fmt.Sprintf("name %q does not end with the shard's suffix %q", name, d.RemoteResourceSuffix)})
+		v.Misses = append(v.Misses, Miss{"name", fmt.Sprintf("name %q does not end with the shard's suffix %q", name, d.RemoteResourceSuffix)})
 	}
 	localSuffix, localKnown := s.localSuffix()
 	mapper, err := shard.NewMapper(fleetspec.Shard{
@@ -157,11 +157,11 @@ func judgeShard(kind, ns, name string, labels map[string]string, s *shardRecord)
 		LabelSelector:         d.LabelSelector,
 	})
 	if err != nil {
-		v.Misses = append(v.Misses, miss{"definition", fmt.Sprintf("Lease %s: %v", s.Lease, err)})
+		v.Misses = append(v.Misses, Miss{"definition", fmt.Sprintf("Lease %s: %v", s.Lease, err)})
 		return v
 	}
 	if labels != nil && !mapper.MatchesLabels(labels) {
-		v.Misses = append(v.Misses, miss{"labels", fmt.Sprintf("labels %s do not match the shard's selector %q", formatLabels(labels), d.LabelSelector)})
+		v.Misses = append(v.Misses, Miss{"labels", fmt.Sprintf("labels %s do not match the shard's selector %q", formatLabels(labels), d.LabelSelector)})
 	}
 	if len(v.Misses) > 0 {
 		return v
@@ -194,15 +194,16 @@ func formatLabels(l map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-// finding is one line of explain: a topic and what was found, OK or a problem.
-type finding struct {
+// Finding is one line of an Explanation: a topic and what was found, OK or a problem.
+type Finding struct {
 	Topic string `json:"topic"`
 	OK    bool   `json:"ok"`
 	Text  string `json:"text"`
 }
 
-// explanation is the output of explain (its JSON and YAML form).
-type explanation struct {
+// Explanation is what Explain found: the output of kubectl regionsync explain (its JSON and YAML
+// form).
+type Explanation struct {
 	// Object is "Kind namespace/name" on management.
 	Object  string `json:"object"`
 	Verdict string `json:"verdict"`
@@ -211,17 +212,17 @@ type explanation struct {
 	// Region is the region whose shard takes the object ("" when none does).
 	Region string `json:"region,omitempty"`
 	// Shards are the shards that take the object, or, when none does, the nearest misses.
-	Shards []shardVerdict `json:"shards,omitempty"`
+	Shards []ShardVerdict `json:"shards,omitempty"`
 	// OtherShards counts the remaining shards by why they miss it.
 	OtherShards string    `json:"otherShards,omitempty"`
-	Findings    []finding `json:"findings"`
+	Findings    []Finding `json:"findings"`
 	// TraceID is the trace the object's sync joins (its traceparent on management); CopyTraceID
 	// the agent's own span of the last sync (the copy's traceparent).
 	TraceID     string `json:"traceID,omitempty"`
 	CopyTraceID string `json:"copyTraceID,omitempty"`
 	// Events regarding the object on management; CopyEvents regarding the copy in the region.
-	Events     []eventLine `json:"events,omitempty"`
-	CopyEvents []eventLine `json:"copyEvents,omitempty"`
+	Events     []EventLine `json:"events,omitempty"`
+	CopyEvents []EventLine `json:"copyEvents,omitempty"`
 	// Copy is the regional copy's key and region, when read.
 	Copy string `json:"copy,omitempty"`
 	// CopyObject is the copy itself, without its managed fields.
@@ -230,30 +231,32 @@ type explanation struct {
 	Drift string `json:"drift,omitempty"`
 }
 
-// explainInput is what explain read.
-type explainInput struct {
+// ExplainInput is what Explain judges: what ReadExplainInput read, or a test's fixture.
+type ExplainInput struct {
 	Keys            shard.Keys
 	Kind            string
 	Namespace, Name string
 	// Object is the management object (nil: not found).
 	Object *unstructured.Unstructured
-	Fleet  *fleet
-	Events []eventLine
-	// RegionRead: --region-context was given and the region was searched for the copy.
+	Fleet  *Fleet
+	Events []EventLine
+	// RegionRead: the region was searched for the copy (kubectl regionsync explain's
+	// --region-context).
 	RegionRead bool
 	// Copy is the regional copy (nil: none found).
 	Copy       *unstructured.Unstructured
-	CopyEvents []eventLine
+	CopyEvents []EventLine
 	Now        time.Time
 }
 
-// nearMisses is how many shards that miss an object by one reason explain lists.
+// nearMisses is how many shards that miss an object by one reason Explain lists.
 const nearMisses = 5
 
-// explain is explain's reasoning, pure: which shard takes the object and why (or why none),
-// then the region's liveness, the claim, currentness, pause, deletion, fights, trace and drift.
-func explain(in explainInput) *explanation {
-	e := &explanation{Object: fmt.Sprintf("%s %s/%s", in.Kind, in.Namespace, in.Name), Events: in.Events, CopyEvents: in.CopyEvents}
+// Explain is the reasoning of kubectl regionsync explain, pure: which shard takes the object and
+// why (or why none), then the region's liveness, the claim, currentness, pause, deletion, fights,
+// trace and drift.
+func Explain(in ExplainInput) *Explanation {
+	e := &Explanation{Object: fmt.Sprintf("%s %s/%s", in.Kind, in.Namespace, in.Name), Events: in.Events, CopyEvents: in.CopyEvents}
 	var labels map[string]string
 	if in.Object != nil {
 		labels = in.Object.GetLabels()
@@ -270,8 +273,8 @@ func explain(in explainInput) *explanation {
 		}
 	}
 	// Which shards take it.
-	var takers []shardVerdict
-	var misses []shardVerdict
+	var takers []ShardVerdict
+	var misses []ShardVerdict
 	for _, s := range in.Fleet.shardList() {
 		v := judgeShard(in.Kind, in.Namespace, in.Name, labels, s)
 		if v.Takes {
@@ -282,7 +285,7 @@ func explain(in explainInput) *explanation {
 	}
 	if in.Copy != nil && in.Object == nil {
 		// The object is gone; the copy's region mark says whose it was.
-		takers = slices.DeleteFunc(takers, func(v shardVerdict) bool {
+		takers = slices.DeleteFunc(takers, func(v ShardVerdict) bool {
 			return in.Copy.GetLabels()[in.Fleet.Shards[v.Region].keys(in.Keys).Region] != v.Region
 		})
 	}
@@ -311,16 +314,16 @@ func explain(in explainInput) *explanation {
 		}
 	}
 	e.Region = taker.Region
-	e.add(topicShard, true, fmt.Sprintf("region %s takes it: %s; copy %s", taker.Region, taker.Shard, localText(taker)))
+	e.add(TopicShard, true, fmt.Sprintf("region %s takes it: %s; copy %s", taker.Region, taker.Shard, localText(taker)))
 	if taker.MapError != "" {
-		e.problem(VerdictInvalidMapping, topicShard, "the mapped local name is invalid: "+taker.MapError)
+		e.problem(VerdictInvalidMapping, TopicShard, "the mapped local name is invalid: "+taker.MapError)
 	}
 	if taker.Protected {
 		msg := fmt.Sprintf("it maps to the region's system namespace %s, which regionsync never writes", taker.local.Namespace)
 		if !taker.localKnown {
 			msg += " (unless the region's localNamespaceSuffix, not registered on its Region, is not empty)"
 		}
-		e.problem(VerdictProtectedNamespace, topicShard, msg)
+		e.problem(VerdictProtectedNamespace, TopicShard, msg)
 	}
 	if s := in.Fleet.Shards[taker.Region]; s != nil {
 		in.Keys = s.keys(in.Keys) // the region's own annotation domain, where registered
@@ -328,9 +331,9 @@ func explain(in explainInput) *explanation {
 	for _, ev := range in.Events {
 		switch ev.Reason {
 		case reasonProtectedNamespace:
-			e.problem(VerdictProtectedNamespace, topicShard, "the agent refused it: "+ev.Message)
+			e.problem(VerdictProtectedNamespace, TopicShard, "the agent refused it: "+ev.Message)
 		case reasonInvalidMapping:
-			e.problem(VerdictInvalidMapping, topicShard, "the agent refused it: "+ev.Message)
+			e.problem(VerdictInvalidMapping, TopicShard, "the agent refused it: "+ev.Message)
 		}
 	}
 	e.regionFindings(in, in.Fleet.Shards[taker.Region], in.Fleet.Regions[taker.Region])
@@ -340,23 +343,23 @@ func explain(in explainInput) *explanation {
 }
 
 // set sets the verdict unless a more fundamental one is set.
-func (e *explanation) set(verdict, summary string) {
+func (e *Explanation) set(verdict, summary string) {
 	if e.Verdict == "" {
 		e.Verdict, e.Summary = verdict, summary
 	}
 }
 
-func (e *explanation) add(topic string, ok bool, text string) {
-	e.Findings = append(e.Findings, finding{Topic: topic, OK: ok, Text: text})
+func (e *Explanation) add(topic string, ok bool, text string) {
+	e.Findings = append(e.Findings, Finding{Topic: topic, OK: ok, Text: text})
 }
 
 // problem records a finding that needs attention and sets the verdict.
-func (e *explanation) problem(verdict, topic, text string) {
+func (e *Explanation) problem(verdict, topic, text string) {
 	e.add(topic, false, text)
 	e.set(verdict, text)
 }
 
-func localText(v shardVerdict) string {
+func localText(v ShardVerdict) string {
 	switch {
 	case v.Local == "":
 		return none
@@ -368,15 +371,15 @@ func localText(v shardVerdict) string {
 
 // noShard explains why no shard takes the object: the shard of the region it is labelled for,
 // the nearest misses, and a count of the rest.
-func (e *explanation) noShard(in explainInput, labels map[string]string, misses []shardVerdict) {
+func (e *Explanation) noShard(in ExplainInput, labels map[string]string, misses []ShardVerdict) {
 	if len(misses) == 0 {
-		e.problem(VerdictNoShard, topicShard, fmt.Sprintf("no region has a shard Lease in %s on management: no agent has claimed a shard", "the management namespace"))
+		e.problem(VerdictNoShard, TopicShard, fmt.Sprintf("no region has a shard Lease in %s on management: no agent has claimed a shard", "the management namespace"))
 		return
 	}
 	shown := map[string]bool{}
 	if want := labels[regionsyncv1alpha1.RegionLabel]; want != "" {
 		if _, ok := in.Fleet.Shards[want]; !ok {
-			e.add(topicShard, false, fmt.Sprintf("it is labelled %s=%s, but region %s has no shard Lease (no agent of that region has claimed)", regionsyncv1alpha1.RegionLabel, want, want))
+			e.add(TopicShard, false, fmt.Sprintf("it is labelled %s=%s, but region %s has no shard Lease (no agent of that region has claimed)", regionsyncv1alpha1.RegionLabel, want, want))
 		}
 		for _, v := range misses {
 			if v.Region == want {
@@ -414,11 +417,11 @@ func (e *explanation) noShard(in explainInput, labels map[string]string, misses 
 		v := e.Shards[0]
 		why += fmt.Sprintf("; nearest: region %s, whose shard %s", v.Region, v.Misses[0].Text)
 	}
-	e.problem(VerdictNoShard, topicShard, why)
+	e.problem(VerdictNoShard, TopicShard, why)
 }
 
 // overlap explains an object more than one shard takes.
-func (e *explanation) overlap(in explainInput, takers []shardVerdict) {
+func (e *Explanation) overlap(in ExplainInput, takers []ShardVerdict) {
 	regions := make([]string, 0, len(takers))
 	for _, t := range takers {
 		regions = append(regions, t.Region)
@@ -435,24 +438,24 @@ func (e *explanation) overlap(in explainInput, takers []shardVerdict) {
 	if len(syncing) > 0 {
 		who = strings.Join(syncing, ", ") + " syncs (registered first); the others refuse"
 	}
-	e.problem(VerdictShardOverlap, topicShard, fmt.Sprintf("the shards of regions %s overlap and all take it: %s; %s", strings.Join(regions, ", "), why, who))
+	e.problem(VerdictShardOverlap, TopicShard, fmt.Sprintf("the shards of regions %s overlap and all take it: %s; %s", strings.Join(regions, ", "), why, who))
 }
 
 // regionFindings judge the taking region: its Lease and its Region.
-func (e *explanation) regionFindings(in explainInput, s *shardRecord, r *regionsyncv1alpha1.Region) {
+func (e *Explanation) regionFindings(in ExplainInput, s *ShardRecord, r *regionsyncv1alpha1.Region) {
 	switch {
 	case s.NoLease:
 		msg := fmt.Sprintf("region %s's shard is registered on its Region (spec.shard) but no agent holds its shard Lease", s.Region)
 		if c := condition(r, regionsyncv1alpha1.ConditionShardClaimed); c != nil && c.Status != metav1.ConditionTrue {
 			msg += fmt.Sprintf(": ShardClaimed=%s (%s) %s", c.Status, c.Reason, c.Message)
 		}
-		e.problem(VerdictRegionNotLive, topicRegion, msg)
+		e.problem(VerdictRegionNotLive, TopicRegion, msg)
 	case s.Live:
-		e.add(topicRegion, true, fmt.Sprintf("shard Lease %s held by %s, renewed %s ago", s.Lease, s.Holder, since(in.Now, s.Renewed)))
+		e.add(TopicRegion, true, fmt.Sprintf("shard Lease %s held by %s, renewed %s ago", s.Lease, s.Holder, since(in.Now, s.Renewed)))
 	case s.Renewed.IsZero():
-		e.problem(VerdictRegionNotLive, topicRegion, fmt.Sprintf("region %s's agent is not live: its shard Lease %s was never renewed", s.Region, s.Lease))
+		e.problem(VerdictRegionNotLive, TopicRegion, fmt.Sprintf("region %s's agent is not live: its shard Lease %s was never renewed", s.Region, s.Lease))
 	default:
-		e.problem(VerdictRegionNotLive, topicRegion, fmt.Sprintf("region %s's agent is not live: its shard Lease %s was last renewed %s ago and has run out", s.Region, s.Lease, since(in.Now, s.Renewed)))
+		e.problem(VerdictRegionNotLive, TopicRegion, fmt.Sprintf("region %s's agent is not live: its shard Lease %s was last renewed %s ago and has run out", s.Region, s.Lease, since(in.Now, s.Renewed)))
 	}
 	if s.State == claim.StateRefused {
 		msg := "the agent refuses to sync: its shard overlaps another live shard"
@@ -461,10 +464,10 @@ func (e *explanation) regionFindings(in explainInput, s *shardRecord, r *regions
 		} else if c := condition(r, regionsyncv1alpha1.ConditionShardClaimed); c != nil && c.Message != "" {
 			msg += ": " + c.Message
 		}
-		e.problem(VerdictShardRefused, topicRegion, msg)
+		e.problem(VerdictShardRefused, TopicRegion, msg)
 	}
 	if r == nil {
-		e.add(topicRegion, false, fmt.Sprintf("there is no Region %s on management: the agent publishes no health", s.Region))
+		e.add(TopicRegion, false, fmt.Sprintf("there is no Region %s on management: the agent publishes no health", s.Region))
 		return
 	}
 	if c := condition(r, regionsyncv1alpha1.ConditionReady); c != nil {
@@ -472,7 +475,7 @@ func (e *explanation) regionFindings(in explainInput, s *shardRecord, r *regions
 		if c.Status != metav1.ConditionTrue {
 			text += badConditions(r)
 		}
-		e.add(topicRegion, c.Status == metav1.ConditionTrue, fmt.Sprintf("%s; status reported %s ago", text, since(in.Now, timeOf(r.Status.HeartbeatTime))))
+		e.add(TopicRegion, c.Status == metav1.ConditionTrue, fmt.Sprintf("%s; status reported %s ago", text, since(in.Now, timeOf(r.Status.HeartbeatTime))))
 	}
 }
 
@@ -500,7 +503,7 @@ func badConditions(r *regionsyncv1alpha1.Region) string {
 
 // collisions describes the syncing, live shards that overlap s (shard.Overlap, the agents' own
 // rule), or "".
-func collisions(f *fleet, s *shardRecord) string {
+func collisions(f *Fleet, s *ShardRecord) string {
 	var out []string
 	for _, o := range f.shardList() {
 		if o.Region == s.Region || o.DefErr != nil || o.State != claim.StateSyncing || !o.Live {
@@ -514,18 +517,18 @@ func collisions(f *fleet, s *shardRecord) string {
 }
 
 // objectFindings judge the object and its copy: claim, currentness, pause, deletion, fights.
-func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Region) {
+func (e *Explanation) objectFindings(in ExplainInput, r *regionsyncv1alpha1.Region) {
 	k := in.Keys
 	obj, cp := in.Object, in.Copy
 	if in.RegionRead {
 		if cp != nil {
 			e.Copy = fmt.Sprintf("%s/%s in region %s", cp.GetNamespace(), cp.GetName(), cp.GetLabels()[k.Region])
-			e.add(topicCopy, true, copyText(e.Copy, cp, k, in.Now))
+			e.add(TopicCopy, true, copyText(e.Copy, cp, k, in.Now))
 			shown := cp.DeepCopy()
 			shown.SetManagedFields(nil)
 			e.CopyObject = shown.Object
 		} else {
-			e.add(topicCopy, false, "no copy found in the region of --region-context")
+			e.add(TopicCopy, false, "no copy found in the region of --region-context")
 		}
 	}
 	// Deletion first: a held deletion explains a stuck terminating object or a lingering copy.
@@ -549,39 +552,39 @@ func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Regi
 				msg += fmt.Sprintf("; holds started before %s are released (%s on Region %s)", r.Annotations[k.ReleaseDeletionsBefore], k.ReleaseDeletionsBefore, r.Name)
 			}
 			msg += fmt.Sprintf(". Release it: kubectl regionsync release <kind>/<name> -n <namespace> --region-context <region> (the copy), or kubectl regionsync release --region %s --before now", e.Region)
-			e.problem(VerdictDeletionHeld, topicDeletion, msg)
+			e.problem(VerdictDeletionHeld, TopicDeletion, msg)
 		case obj != nil && !hasFinalizer(obj, k.Finalizer):
-			e.add(topicDeletion, true, what+"; no regionsync finalizer holds it")
+			e.add(TopicDeletion, true, what+"; no regionsync finalizer holds it")
 		default:
-			e.problem(VerdictDeleting, topicDeletion, what+"; the agent deletes the copy, then removes its finalizer "+k.Finalizer)
+			e.problem(VerdictDeleting, TopicDeletion, what+"; the agent deletes the copy, then removes its finalizer "+k.Finalizer)
 		}
 	}
 	if obj == nil {
 		return
 	}
 	if k.IsPaused(obj.GetAnnotations()) {
-		e.problem(VerdictPaused, topicPaused, fmt.Sprintf("paused on management (%s=true): the agent writes nothing for it", k.Paused))
+		e.problem(VerdictPaused, TopicPaused, fmt.Sprintf("paused on management (%s=true): the agent writes nothing for it", k.Paused))
 	}
 	if cp != nil && k.IsPaused(cp.GetAnnotations()) {
-		e.problem(VerdictPaused, topicPaused, fmt.Sprintf("the copy is paused in the region (%s=true): the agent writes nothing for it", k.Paused))
+		e.problem(VerdictPaused, TopicPaused, fmt.Sprintf("the copy is paused in the region (%s=true): the agent writes nothing for it", k.Paused))
 	}
-	for _, ev := range [][]eventLine{in.Events, in.CopyEvents} {
+	for _, ev := range [][]EventLine{in.Events, in.CopyEvents} {
 		if f := lastWithReason(ev, reasonWriteFight); f != nil {
-			e.problem(VerdictWriteFight, topicFight, fmt.Sprintf("write fight %s ago: %s", since(in.Now, f.Time), f.Message))
+			e.problem(VerdictWriteFight, TopicFight, fmt.Sprintf("write fight %s ago: %s", since(in.Now, f.Time), f.Message))
 		}
 	}
 	if hasFinalizer(obj, k.Finalizer) {
-		e.add(topicClaim, true, "claimed: finalizer "+k.Finalizer)
+		e.add(TopicClaim, true, "claimed: finalizer "+k.Finalizer)
 	} else if !deleting {
-		e.problem(VerdictNotClaimed, topicClaim, fmt.Sprintf("not claimed: no finalizer %s yet (the agent of region %s has not synced it)", k.Finalizer, e.Region))
+		e.problem(VerdictNotClaimed, TopicClaim, fmt.Sprintf("not claimed: no finalizer %s yet (the agent of region %s has not synced it)", k.Finalizer, e.Region))
 	}
 	e.currentFinding(k, obj, cp, deleting)
 	if cp != nil {
 		if d := drift(obj, cp); d != "" {
 			e.Drift = d
-			e.add(topicDrift, false, "the copy differs from management (see the diff); under Replace the agent reverts it unless paused or fighting, under Apply fields of regional controllers stay")
+			e.add(TopicDrift, false, "the copy differs from management (see the diff); under Replace the agent reverts it unless paused or fighting, under Apply fields of regional controllers stay")
 		} else {
-			e.add(topicDrift, true, "the copy's content is management's")
+			e.add(TopicDrift, true, "the copy's content is management's")
 		}
 	}
 	e.set(VerdictSynced, fmt.Sprintf("synced to region %s and current", e.Region))
@@ -589,25 +592,25 @@ func (e *explanation) objectFindings(in explainInput, r *regionsyncv1alpha1.Regi
 
 // currentFinding says whether the region's copy is current: the generation annotations, and for a
 // kind without metadata.generation the applied-content hash.
-func (e *explanation) currentFinding(k shard.Keys, obj, cp *unstructured.Unstructured, deleting bool) {
+func (e *Explanation) currentFinding(k shard.Keys, obj, cp *unstructured.Unstructured, deleting bool) {
 	gen := obj.GetGeneration()
 	copied, copiedOK := obj.GetAnnotations()[k.RemoteGeneration]
 	switch {
 	case !copiedOK:
 		if !deleting {
-			e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("never copied: no %s annotation (generation %d)", k.RemoteGeneration, gen))
+			e.problem(VerdictNotCurrent, TopicCurrent, fmt.Sprintf("never copied: no %s annotation (generation %d)", k.RemoteGeneration, gen))
 		}
 	case cp != nil && !k.GenerationsCurrent(obj.GetAnnotations(), gen, cp.GetGeneration()):
-		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: management generation %d, copied %s, the copy's generation %d, recorded %s", gen, copied, cp.GetGeneration(), obj.GetAnnotations()[k.LocalGeneration]))
+		e.problem(VerdictNotCurrent, TopicCurrent, fmt.Sprintf("not current: management generation %d, copied %s, the copy's generation %d, recorded %s", gen, copied, cp.GetGeneration(), obj.GetAnnotations()[k.LocalGeneration]))
 	case copied != fmt.Sprint(gen):
-		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: management generation %d, last copied %s", gen, copied))
+		e.problem(VerdictNotCurrent, TopicCurrent, fmt.Sprintf("not current: management generation %d, last copied %s", gen, copied))
 	case gen == 0 && obj.GetAnnotations()[k.AppliedHash] != k.AppliedContentHash(obj):
 		// A kind without metadata.generation: the hash of the content copied tells.
-		e.problem(VerdictNotCurrent, topicCurrent, fmt.Sprintf("not current: the content changed since the agent last copied it (%s is not the hash of the object now; an agent that records none cannot tell)", k.AppliedHash))
+		e.problem(VerdictNotCurrent, TopicCurrent, fmt.Sprintf("not current: the content changed since the agent last copied it (%s is not the hash of the object now; an agent that records none cannot tell)", k.AppliedHash))
 	case gen == 0:
-		e.add(topicCurrent, true, fmt.Sprintf("current: the content copied down is the object's now (%s)", k.AppliedHash))
+		e.add(TopicCurrent, true, fmt.Sprintf("current: the content copied down is the object's now (%s)", k.AppliedHash))
 	default:
-		e.add(topicCurrent, true, fmt.Sprintf("current: generation %d copied down (copy generation %s)", gen, obj.GetAnnotations()[k.LocalGeneration]))
+		e.add(TopicCurrent, true, fmt.Sprintf("current: generation %d copied down (copy generation %s)", gen, obj.GetAnnotations()[k.LocalGeneration]))
 	}
 }
 
@@ -624,17 +627,17 @@ func copyText(ref string, cp *unstructured.Unstructured, k shard.Keys, now time.
 }
 
 // finish adds the trace IDs.
-func (e *explanation) finish(in explainInput) {
+func (e *Explanation) finish(in ExplainInput) {
 	if in.Object != nil {
 		if id := traceID(in.Object.GetAnnotations()[in.Keys.TraceParent]); id != "" {
 			e.TraceID = id
-			e.add(topicTrace, true, "the sync joins trace "+id+" (traceparent on management)")
+			e.add(TopicTrace, true, "the sync joins trace "+id+" (traceparent on management)")
 		}
 	}
 	if in.Copy != nil {
 		if id := traceID(in.Copy.GetAnnotations()[in.Keys.TraceParent]); id != "" {
 			e.CopyTraceID = id
-			e.add(topicTrace, true, "last sync: trace "+id+" (traceparent on the copy)")
+			e.add(TopicTrace, true, "last sync: trace "+id+" (traceparent on the copy)")
 		}
 	}
 }
@@ -669,10 +672,10 @@ func hasFinalizer(u *unstructured.Unstructured, f string) bool {
 	return slices.Contains(u.GetFinalizers(), f)
 }
 
-func hasReason(ev []eventLine, reason string) bool { return lastWithReason(ev, reason) != nil }
+func hasReason(ev []EventLine, reason string) bool { return lastWithReason(ev, reason) != nil }
 
-func lastWithReason(ev []eventLine, reason string) *eventLine {
-	var last *eventLine
+func lastWithReason(ev []EventLine, reason string) *EventLine {
+	var last *EventLine
 	for i := range ev {
 		if ev[i].Reason == reason && (last == nil || !ev[i].Time.Before(last.Time)) {
 			last = &ev[i]

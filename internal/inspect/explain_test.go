@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"strconv"
@@ -23,8 +23,8 @@ var (
 
 // liveShard is a syncing, live shard of region over Tenants with a name suffix and the shipped
 // label selector.
-func liveShard(region, suffix string, mutate ...func(*shardRecord)) *shardRecord {
-	s := &shardRecord{
+func liveShard(region, suffix string, mutate ...func(*ShardRecord)) *ShardRecord {
+	s := &ShardRecord{
 		Region: region, Lease: "regionsync-system/region-" + region, State: claim.StateSyncing,
 		Holder: region + "-fleet", Live: true, Renewed: testNow.Add(-3 * time.Second), Registered: testNow.Add(-time.Hour),
 		Def: shard.Definition{Region: region, RemoteResourceSuffix: suffix, LabelSelector: "regionsync.dev/region=" + region, Kinds: []string{tenantKind}},
@@ -46,8 +46,8 @@ func readyRegion(name string, mutate ...func(*regionsyncv1alpha1.Region)) *regio
 	return r
 }
 
-func fleetOf(shards []*shardRecord, regions ...*regionsyncv1alpha1.Region) *fleet {
-	f := &fleet{Shards: map[string]*shardRecord{}, Regions: map[string]*regionsyncv1alpha1.Region{}}
+func fleetOf(shards []*ShardRecord, regions ...*regionsyncv1alpha1.Region) *Fleet {
+	f := &Fleet{Shards: map[string]*ShardRecord{}, Regions: map[string]*regionsyncv1alpha1.Region{}}
 	for _, s := range shards {
 		f.Shards[s.Region] = s
 	}
@@ -103,84 +103,84 @@ func withAnnotation(k, v string) func(*unstructured.Unstructured) {
 
 func TestExplainVerdicts(t *testing.T) {
 	use, euw := liveShard("use", "-use"), liveShard("euw", "-euw")
-	twoRegions := fleetOf([]*shardRecord{use, euw}, readyRegion("use"), readyRegion("euw"))
+	twoRegions := fleetOf([]*ShardRecord{use, euw}, readyRegion("use"), readyRegion("euw"))
 	terminating := func(u *unstructured.Unstructured) {
 		u.SetDeletionTimestamp(&metav1.Time{Time: testNow.Add(-time.Minute)})
 	}
 	cases := []struct {
 		name string
-		in   explainInput
+		in   ExplainInput
 		// verdict is the expected verdict; want are substrings of the summary or of a finding.
 		verdict string
 		want    []string
 	}{
 		{
 			name:    "synced and current, with the copy and its trace",
-			in:      explainInput{Object: syncedTenant("acme", "web-use", "use", withAnnotation(testKeys.TraceParent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")), Fleet: twoRegions, RegionRead: true},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-use", "use", withAnnotation(testKeys.TraceParent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")), Fleet: twoRegions, RegionRead: true},
 			verdict: VerdictSynced,
 			want:    []string{"region use takes it", "current: generation 2", "4bf92f3577b34da6a3ce929d0e0e4736", "content is management's"},
 		},
 		{
 			name:    "name suffix of no shard",
-			in:      explainInput{Object: syncedTenant("acme", "web-apac", "use"), Fleet: twoRegions},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-apac", "use"), Fleet: twoRegions},
 			verdict: VerdictNoShard,
 			want:    []string{`name "web-apac" does not end with the shard's suffix "-use"`},
 		},
 		{
 			name:    "label selector",
-			in:      explainInput{Object: syncedTenant("acme", "web-use", "euw"), Fleet: twoRegions},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-use", "euw"), Fleet: twoRegions},
 			verdict: VerdictNoShard,
 			want:    []string{`regionsync.dev/region=euw do not match the shard's selector "regionsync.dev/region=use"`},
 		},
 		{
 			name:    "labelled for a region without a shard",
-			in:      explainInput{Object: syncedTenant("acme", "web-apac", "apac"), Fleet: twoRegions},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-apac", "apac"), Fleet: twoRegions},
 			verdict: VerdictNoShard,
 			want:    []string{"region apac has no shard Lease"},
 		},
 		{
 			name:    "namespace prefix",
-			in:      explainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: fleetOf([]*shardRecord{liveShard("use", "-use", func(s *shardRecord) { s.Def.NamespacePrefix = "tenant-" })})},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: fleetOf([]*ShardRecord{liveShard("use", "-use", func(s *ShardRecord) { s.Def.NamespacePrefix = "tenant-" })})},
 			verdict: VerdictNoShard,
 			want:    []string{`namespace "acme" does not start with the shard's namespacePrefix "tenant-"`},
 		},
 		{
 			name:    "kind not synced",
-			in:      explainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: fleetOf([]*shardRecord{liveShard("use", "-use", func(s *shardRecord) { s.Def.Kinds = []string{"ConfigMap"} })})},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: fleetOf([]*ShardRecord{liveShard("use", "-use", func(s *ShardRecord) { s.Def.Kinds = []string{"ConfigMap"} })})},
 			verdict: VerdictNoShard,
 			want:    []string{"syncs ConfigMap, not " + tenantKind},
 		},
 		{
 			name: "overlapping shards",
-			in: explainInput{Object: syncedTenant("acme", "web-us-east", "x"), Fleet: fleetOf([]*shardRecord{
-				liveShard("east", "-east", func(s *shardRecord) { s.Def.LabelSelector = "" }),
-				liveShard("us-east", "-us-east", func(s *shardRecord) { s.Def.LabelSelector = ""; s.State = claim.StateRefused }),
+			in: ExplainInput{Object: syncedTenant("acme", "web-us-east", "x"), Fleet: fleetOf([]*ShardRecord{
+				liveShard("east", "-east", func(s *ShardRecord) { s.Def.LabelSelector = "" }),
+				liveShard("us-east", "-us-east", func(s *ShardRecord) { s.Def.LabelSelector = ""; s.State = claim.StateRefused }),
 			})},
 			verdict: VerdictShardOverlap,
 			want:    []string{"regions east, us-east overlap", "east syncs (registered first)"},
 		},
 		{
 			name:    "protected namespace",
-			in:      explainInput{Object: syncedTenant("kube-system", "web-use", "use"), Fleet: twoRegions},
+			in:      ExplainInput{Object: syncedTenant("kube-system", "web-use", "use"), Fleet: twoRegions},
 			verdict: VerdictProtectedNamespace,
 			want:    []string{"system namespace kube-system"},
 		},
 		{
 			name: "protected namespace the agent reported",
-			in: explainInput{Object: syncedTenant("agents", "web-use", "use"), Fleet: twoRegions,
-				Events: []eventLine{{Time: testNow, Type: "Warning", Reason: reasonProtectedNamespace, Message: "acme/web-use maps to local namespace agents, which regionsync never writes"}}},
+			in: ExplainInput{Object: syncedTenant("agents", "web-use", "use"), Fleet: twoRegions,
+				Events: []EventLine{{Time: testNow, Type: "Warning", Reason: reasonProtectedNamespace, Message: "acme/web-use maps to local namespace agents, which regionsync never writes"}}},
 			verdict: VerdictProtectedNamespace,
 			want:    []string{"the agent refused it"},
 		},
 		{
 			name:    "invalid mapping",
-			in:      explainInput{Object: syncedTenant("acme", "-use", "use"), Fleet: twoRegions},
+			in:      ExplainInput{Object: syncedTenant("acme", "-use", "use"), Fleet: twoRegions},
 			verdict: VerdictInvalidMapping,
 			want:    []string{"maps to invalid local"},
 		},
 		{
 			name: "region not live",
-			in: explainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: fleetOf([]*shardRecord{liveShard("use", "-use", func(s *shardRecord) {
+			in: ExplainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: fleetOf([]*ShardRecord{liveShard("use", "-use", func(s *ShardRecord) {
 				s.Live, s.Renewed = false, testNow.Add(-2*time.Hour)
 			})}, readyRegion("use"))},
 			verdict: VerdictRegionNotLive,
@@ -188,7 +188,7 @@ func TestExplainVerdicts(t *testing.T) {
 		},
 		{
 			name: "shard refused",
-			in: explainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: fleetOf([]*shardRecord{liveShard("use", "-use", func(s *shardRecord) { s.State = claim.StateRefused })},
+			in: ExplainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: fleetOf([]*ShardRecord{liveShard("use", "-use", func(s *ShardRecord) { s.State = claim.StateRefused })},
 				readyRegion("use", func(r *regionsyncv1alpha1.Region) {
 					r.Status.Conditions = append(r.Status.Conditions, metav1.Condition{Type: regionsyncv1alpha1.ConditionShardClaimed, Status: metav1.ConditionFalse, Reason: regionsyncv1alpha1.ReasonShardOverlap, Message: "collides with the shard of region other"})
 				}))},
@@ -197,7 +197,7 @@ func TestExplainVerdicts(t *testing.T) {
 		},
 		{
 			name: "deletion held",
-			in: explainInput{Object: syncedTenant("acme", "web-use", "use", terminating), Fleet: fleetOf([]*shardRecord{use}, readyRegion("use", func(r *regionsyncv1alpha1.Region) {
+			in: ExplainInput{Object: syncedTenant("acme", "web-use", "use", terminating), Fleet: fleetOf([]*ShardRecord{use}, readyRegion("use", func(r *regionsyncv1alpha1.Region) {
 				r.Status.Resources[0].DeletionsHeld = 4
 				r.Annotations = map[string]string{testKeys.ReleaseDeletionsBefore: "2026-01-01T00:00:00Z"}
 			}))},
@@ -206,26 +206,26 @@ func TestExplainVerdicts(t *testing.T) {
 		},
 		{
 			name:    "terminating, not held",
-			in:      explainInput{Object: syncedTenant("acme", "web-use", "use", terminating), Fleet: twoRegions},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-use", "use", terminating), Fleet: twoRegions},
 			verdict: VerdictDeleting,
 			want:    []string{"the agent deletes the copy"},
 		},
 		{
 			name:    "paused on management",
-			in:      explainInput{Object: syncedTenant("acme", "web-use", "use", withAnnotation(testKeys.Paused, "true")), Fleet: twoRegions},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-use", "use", withAnnotation(testKeys.Paused, "true")), Fleet: twoRegions},
 			verdict: VerdictPaused,
 			want:    []string{"paused on management"},
 		},
 		{
 			name: "write fight in the region",
-			in: explainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: twoRegions, RegionRead: true,
-				CopyEvents: []eventLine{{Time: testNow.Add(-time.Minute), Type: "Warning", Reason: reasonWriteFight, Message: "a writer in region use keeps undoing the spec of the local copy"}}},
+			in: ExplainInput{Object: syncedTenant("acme", "web-use", "use"), Fleet: twoRegions, RegionRead: true,
+				CopyEvents: []EventLine{{Time: testNow.Add(-time.Minute), Type: "Warning", Reason: reasonWriteFight, Message: "a writer in region use keeps undoing the spec of the local copy"}}},
 			verdict: VerdictWriteFight,
 			want:    []string{"write fight 60s ago: a writer in region use"},
 		},
 		{
 			name: "not claimed",
-			in: explainInput{Object: syncedTenant("acme", "web-use", "use", func(u *unstructured.Unstructured) {
+			in: ExplainInput{Object: syncedTenant("acme", "web-use", "use", func(u *unstructured.Unstructured) {
 				u.SetFinalizers(nil)
 				u.SetAnnotations(nil)
 			}), Fleet: twoRegions},
@@ -234,13 +234,13 @@ func TestExplainVerdicts(t *testing.T) {
 		},
 		{
 			name:    "not current",
-			in:      explainInput{Object: syncedTenant("acme", "web-use", "use", func(u *unstructured.Unstructured) { u.SetGeneration(3) }), Fleet: twoRegions},
+			in:      ExplainInput{Object: syncedTenant("acme", "web-use", "use", func(u *unstructured.Unstructured) { u.SetGeneration(3) }), Fleet: twoRegions},
 			verdict: VerdictNotCurrent,
 			want:    []string{"management generation 3, last copied 2"},
 		},
 		{
 			name:    "not found, no region read",
-			in:      explainInput{Fleet: twoRegions},
+			in:      ExplainInput{Fleet: twoRegions},
 			verdict: VerdictNotFound,
 			want:    []string{"give --region-context"},
 		},
@@ -258,7 +258,7 @@ func TestExplainVerdicts(t *testing.T) {
 			} else {
 				in.Namespace, in.Name = "acme", "gone-use"
 			}
-			e := explain(in)
+			e := Explain(in)
 			if e.Verdict != tc.verdict {
 				t.Fatalf("verdict %s (%s), want %s; findings %+v", e.Verdict, e.Summary, tc.verdict, e.Findings)
 			}
@@ -297,7 +297,7 @@ func TestExplainKindWithoutGeneration(t *testing.T) {
 		return u
 	}
 	applied := withAnnotation(testKeys.AppliedHash, testKeys.AppliedContentHash(cm("blue")))
-	fleet := fleetOf([]*shardRecord{liveShard("use", "-use", func(s *shardRecord) { s.Def.Kinds = []string{"ConfigMap"} })}, readyRegion("use"))
+	fleet := fleetOf([]*ShardRecord{liveShard("use", "-use", func(s *ShardRecord) { s.Def.Kinds = []string{"ConfigMap"} })}, readyRegion("use"))
 	for name, tc := range map[string]struct {
 		obj     *unstructured.Unstructured
 		verdict string
@@ -308,7 +308,7 @@ func TestExplainKindWithoutGeneration(t *testing.T) {
 		"no hash recorded":       {cm("blue"), VerdictNotCurrent, "an agent that records none cannot tell"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := explain(explainInput{Object: tc.obj, Fleet: fleet, Keys: testKeys, Kind: "ConfigMap", Now: testNow,
+			e := Explain(ExplainInput{Object: tc.obj, Fleet: fleet, Keys: testKeys, Kind: "ConfigMap", Now: testNow,
 				Namespace: tc.obj.GetNamespace(), Name: tc.obj.GetName()})
 			text := e.Summary
 			for _, f := range e.Findings {
@@ -324,14 +324,14 @@ func TestExplainKindWithoutGeneration(t *testing.T) {
 // A copy found in the region whose management object is gone: its deletion held by the budget.
 func TestExplainOrphanCopyHeld(t *testing.T) {
 	gone := syncedTenant("acme", "web-use", "use")
-	in := explainInput{
+	in := ExplainInput{
 		Keys: testKeys, Kind: tenantKind, Namespace: "acme", Name: "web-use", Now: testNow, RegionRead: true,
-		Fleet: fleetOf([]*shardRecord{liveShard("use", "-use"), liveShard("use2", "-use", func(s *shardRecord) { s.State = claim.StateRefused })}, readyRegion("use")),
+		Fleet: fleetOf([]*ShardRecord{liveShard("use", "-use"), liveShard("use2", "-use", func(s *ShardRecord) { s.State = claim.StateRefused })}, readyRegion("use")),
 		Copy:  copyOfTenant(gone, "web"),
-		CopyEvents: []eventLine{{Time: testNow, Type: "Warning", Reason: reasonDeletionHeld,
+		CopyEvents: []EventLine{{Time: testNow, Type: "Warning", Reason: reasonDeletionHeld,
 			Message: "2 deletions of local Tenant.demo.regionsync.dev copies held by the deletion budget"}},
 	}
-	e := explain(in)
+	e := Explain(in)
 	if e.Verdict != VerdictDeletionHeld || e.Region != "use" {
 		t.Fatalf("verdict %s in region %q (%s), want DeletionHeld in use", e.Verdict, e.Region, e.Summary)
 	}
@@ -342,11 +342,11 @@ func TestExplainOrphanCopyHeld(t *testing.T) {
 
 // With 1,000 shards the nearest misses are listed and the rest counted, not listed.
 func TestExplainManyShardsSummarized(t *testing.T) {
-	shards := make([]*shardRecord, 0, 1000)
+	shards := make([]*ShardRecord, 0, 1000)
 	for i := range 1000 {
 		shards = append(shards, liveShard("r"+strconv.Itoa(i), "-r"+strconv.Itoa(i)))
 	}
-	e := explain(explainInput{Keys: testKeys, Kind: tenantKind, Namespace: "acme", Name: "web-r1000", Now: testNow, Object: syncedTenant("acme", "web-r1000", "nowhere"), Fleet: fleetOf(shards)})
+	e := Explain(ExplainInput{Keys: testKeys, Kind: tenantKind, Namespace: "acme", Name: "web-r1000", Now: testNow, Object: syncedTenant("acme", "web-r1000", "nowhere"), Fleet: fleetOf(shards)})
 	if e.Verdict != VerdictNoShard {
 		t.Fatalf("verdict %s, want NoShard", e.Verdict)
 	}
@@ -384,23 +384,23 @@ func TestDrift(t *testing.T) {
 }
 
 func TestRenderExplanation(t *testing.T) {
-	e := &explanation{
+	e := &Explanation{
 		Object: tenantKind + " acme/web-apac", Verdict: VerdictNoShard, Summary: "no region's shard takes it",
-		Shards: []shardVerdict{
-			{Region: "use", Misses: []miss{{"name", `name "web-apac" does not end with the shard's suffix "-use"`}, {"labels", "labels x=y do not match"}}},
+		Shards: []ShardVerdict{
+			{Region: "use", Misses: []Miss{{"name", `name "web-apac" does not end with the shard's suffix "-use"`}, {"labels", "labels x=y do not match"}}},
 			{Region: "euw", Takes: true, Shard: "region euw (names *-euw, " + tenantKind + ")"},
 		},
 		OtherShards: "998 other shards miss it: 998 by name",
-		Findings:    []finding{{Topic: topicShard, Text: "no region's shard takes it"}, {Topic: topicClaim, OK: true, Text: "claimed"}},
+		Findings:    []Finding{{Topic: TopicShard, Text: "no region's shard takes it"}, {Topic: TopicClaim, OK: true, Text: "claimed"}},
 		Drift:       "-a\n+b\n",
 		Copy:        "acme-use/web in region use",
 		CopyObject:  map[string]any{"spec": map[string]any{"displayName": "Web"}},
 	}
 	for i := range 7 {
-		e.Events = append(e.Events, eventLine{Time: testNow.Add(time.Duration(i-10) * time.Minute), Type: "Normal", Reason: "R" + strconv.Itoa(i), Message: "line\nbreak"})
+		e.Events = append(e.Events, EventLine{Time: testNow.Add(time.Duration(i-10) * time.Minute), Type: "Normal", Reason: "R" + strconv.Itoa(i), Message: "line\nbreak"})
 	}
 	var out strings.Builder
-	if err := renderExplanation(&out, e, 3, testNow); err != nil {
+	if err := WriteExplanation(&out, e, 3, testNow); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()

@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func TestVersionSkew(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			newest, flagged := versionSkew(tc.versions, tc.hub)
+			newest, flagged := VersionSkew(tc.versions, tc.hub)
 			if newest != tc.newest {
 				t.Errorf("newest %q, want %q", newest, tc.newest)
 			}
@@ -56,8 +56,8 @@ func TestVersionSkew(t *testing.T) {
 
 func TestRenderStatus(t *testing.T) {
 	use := liveShard("use", "-use")
-	gone := liveShard("gone", "-gone", func(s *shardRecord) { s.Live = false; s.Renewed = testNow.Add(-2 * time.Hour) })
-	f := fleetOf([]*shardRecord{use, gone},
+	gone := liveShard("gone", "-gone", func(s *ShardRecord) { s.Live = false; s.Renewed = testNow.Add(-2 * time.Hour) })
+	f := fleetOf([]*ShardRecord{use, gone},
 		readyRegion("use", func(r *regionsyncv1alpha1.Region) {
 			r.Status.Leader, r.Status.AgentVersion = "agent-0", "v0.5.0"
 			r.Status.Resources = append(r.Status.Resources, regionsyncv1alpha1.ResourceCounts{Resource: "ConfigMap", Synced: 7, Pending: 1, Failed: 2, DeletionsHeld: 3})
@@ -69,15 +69,15 @@ func TestRenderStatus(t *testing.T) {
 	)
 	f.Regions["new"] = registered("new", "-new", "")
 	f.register(f.Regions["new"])
-	report := buildStatus(f, "")
-	report.Distributions = &distributionSummary{Total: 3, Progressing: 1, Halted: 1, NeedAttention: []string{"acme/web"}}
+	report := BuildStatus(f, "")
+	report.Distributions = &DistributionSummary{Total: 3, Progressing: 1, Halted: 1, NeedAttention: []string{"acme/web"}}
 	for i := range report.Regions {
 		if report.Regions[i].Name == "use" {
-			report.Regions[i].Distributions = &regionDistributions{Progressing: 2, Halted: 1}
+			report.Regions[i].Distributions = &RegionDistributions{Progressing: 2, Halted: 1}
 		}
 	}
 	var out bytes.Buffer
-	if err := renderStatus(&out, report, false, testNow); err != nil {
+	if err := WriteStatusTable(&out, report, false, testNow); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -102,7 +102,7 @@ func TestRenderStatus(t *testing.T) {
 	// Without the Distribution kind, no Distributions line; wide adds the wide columns.
 	report.Distributions = nil
 	out.Reset()
-	if err := renderStatus(&out, report, true, testNow); err != nil {
+	if err := WriteStatusTable(&out, report, true, testNow); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "Distributions") {
@@ -113,30 +113,6 @@ func TestRenderStatus(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], "HELD") || !strings.Contains(out.String(), "SHARD-STATE") || !strings.Contains(out.String(), "KUBERNETES") || !strings.Contains(out.String(), "Syncing") {
 		t.Errorf("wide output lacks the wide columns:\n%s", out.String())
-	}
-}
-
-func TestReleaseArgs(t *testing.T) {
-	cases := []struct {
-		args           []string
-		region, before string
-		err            string
-	}{
-		{args: []string{"tenant/web"}},
-		{region: "use", before: "now"},
-		{args: []string{"tenant/web"}, region: "use", err: "not both"},
-		{err: "name a copy"},
-		{before: "now", err: "--before needs --region"},
-		{region: "use", err: "--region needs --before"},
-	}
-	for _, tc := range cases {
-		err := releaseArgs(tc.args, tc.region, tc.before)
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("releaseArgs(%v, %q, %q): %v", tc.args, tc.region, tc.before, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("releaseArgs(%v, %q, %q) = %v, want an error with %q", tc.args, tc.region, tc.before, err, tc.err)
-		}
 	}
 }
 
@@ -157,12 +133,12 @@ func TestDistributionsPerRegion(t *testing.T) {
 	entry := func(region, state string, current bool, health string) map[string]any {
 		return map[string]any{"region": region, "state": state, "current": current, "health": health}
 	}
-	got := distributionsPerRegion([]unstructured.Unstructured{
+	got := DistributionsPerRegion([]unstructured.Unstructured{
 		dist(false, entry("a", "Applied", true, "Current"), entry("b", "Applied", false, ""), entry("c", "Unplaceable", false, "")),
 		dist(true, entry("a", "Applied", false, "InProgress"), entry("b", "Applied", true, "Current")),
 		dist(false, entry("a", "Removing", true, "Current"), entry("b", "Applied", true, "Failed"), entry("c", "RemovalHeld", true, "Current")),
 	})
-	want := map[string]*regionDistributions{
+	want := map[string]*RegionDistributions{
 		"a": {Progressing: 1, Halted: 1},
 		"b": {Progressing: 2, Halted: 1},
 		"c": {Failed: 2},
