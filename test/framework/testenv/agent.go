@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"io"
+
+	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 )
 
 // Replica is one replica of the agent or the hub to run as a process, as a cluster runs it
@@ -33,3 +35,8 @@ func StartReplica(a Replica) (*Process, error) {
 	}
 	return StartProcess(a.Binary, args, append([]string{"POD_NAME=" + a.Name}, a.Env...), a.Out, a.OnExit)
 }
+
+// TenantGVK is the kind the tests' agents sync: the demo Tenant. agentconfig.TenantConfig (an
+// agent process's configuration file) and agentconfig.TenantOptions (an in-process agent's
+// Options) both name it from here.
+var TenantGVK = demov1alpha1.GroupVersion.WithKind("Tenant")
