@@ -11,12 +11,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/fleetspec"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -78,10 +80,10 @@ func TestBrokenKindDoesNotStallOthers(t *testing.T) {
 	}
 	limited := rest.CopyConfig(region.Config)
 	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
-	e := newEnv(t, withLocalConfig(limited), withConfig(func(c *config.AgentConfig) {
-		c.Resources = append(c.Resources,
-			config.ResourceConfig{Group: "missing.example.com", Version: "v1", Kind: "Widget"},
-			config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
+	e := newEnv(t, withLocalConfig(limited), withOptions(func(o *regionsync.Options) {
+		o.Resources = append(o.Resources,
+			regionsync.Resource{Object: agentconfig.Kind(schema.GroupVersionKind{Group: "missing.example.com", Version: "v1", Kind: "Widget"})},
+			regionsync.Resource{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})})
 	}))
 
 	readable, unreadable := e.remoteNamespace("readable"), e.remoteNamespace("unreadable")

@@ -23,7 +23,8 @@ import (
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -100,7 +101,7 @@ func (e *env) waitDeleted(timeout time.Duration, nss map[string]string, names ..
 // regionObject creates the test's Region on management (the operator's part when adding a region).
 func (e *env) regionObject() {
 	e.t.Helper()
-	r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.Region}}
+	r := &regionsyncv1alpha1.Region{ObjectMeta: metav1.ObjectMeta{Name: e.opts.Region}}
 	if err := e.mgmt.Create(e.ctx, r); err != nil && !apierrors.IsAlreadyExists(err) {
 		e.t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func (e *env) releaseBefore(t time.Time) {
 	e.t.Helper()
 	e.eventually("annotate the Region", func() error {
 		r := &regionsyncv1alpha1.Region{}
-		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Name: e.cfg.Region}, r); err != nil {
+		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Name: e.opts.Region}, r); err != nil {
 			return err
 		}
 		if r.Annotations == nil {
@@ -182,8 +183,8 @@ func TestSmallKindVanishingHeld(t *testing.T) {
 // released from the Region, every deletion completes.
 func TestMassTerminationBudgeted(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr.To(0.5), MinObjects: ptr.To(0)}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.DeletionBudget = regionsync.DeletionBudget{MaxFraction: ptr.To(0.5), MinObjects: ptr.To(0)}
 	}))
 	e.regionObject()
 	names, nss := e.tenants("mt", 6)
@@ -229,8 +230,8 @@ func TestMassTerminationBudgeted(t *testing.T) {
 func TestHeldOrphansBoundedEvents(t *testing.T) {
 	t.Parallel()
 	const n = 1000
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap"}}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})}}
 	}))
 	ns := e.remoteNamespace("bounded")
 	for i := range n {
@@ -247,7 +248,7 @@ func TestHeldOrphansBoundedEvents(t *testing.T) {
 		return l.Items
 	}
 	testenv.Eventually(t, "every copy synced", 120*time.Second, func() error {
-		if got := len(list(e.local, client.MatchingLabels{e.keys.Region: e.cfg.Region})); got != n {
+		if got := len(list(e.local, client.MatchingLabels{e.keys.Region: e.opts.Region})); got != n {
 			return fmt.Errorf("%d copies", got)
 		}
 		return nil
@@ -291,7 +292,7 @@ func TestHeldOrphansBoundedEvents(t *testing.T) {
 		if got := heldEvents(); got > 2 {
 			return fmt.Errorf("%d DeletionHeld events for %d held copies", got, n)
 		}
-		if got := len(list(e.local, client.MatchingLabels{e.keys.Region: e.cfg.Region})); got != n {
+		if got := len(list(e.local, client.MatchingLabels{e.keys.Region: e.opts.Region})); got != n {
 			return fmt.Errorf("%d of %d held copies left", got, n)
 		}
 		if w := e.remoteWrites.take(); len(w) > 0 {
@@ -339,8 +340,8 @@ func TestCRDDeletionHeld(t *testing.T) {
 			return c.List(ctx, l)
 		})
 	}
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = []config.ResourceConfig{{Group: group, Version: "v1", Kind: "Gadget"}}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Gadget"})}}
 	}))
 	e.regionObject()
 	ns := e.remoteNamespace("crd")
@@ -408,7 +409,7 @@ func (e *env) waitDeletionsHeld(timeout time.Duration) {
 	e.t.Helper()
 	testenv.Eventually(e.t, "Region condition DeletionsHeld=True", timeout, func() error {
 		r := &regionsyncv1alpha1.Region{}
-		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Name: e.cfg.Region}, r); err != nil {
+		if err := e.mgmt.Get(e.ctx, client.ObjectKey{Name: e.opts.Region}, r); err != nil {
 			return err
 		}
 		if !meta.IsStatusConditionTrue(r.Status.Conditions, regionsyncv1alpha1.ConditionDeletionsHeld) {

@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -108,10 +106,10 @@ func TestGoroutineStacksSeeALeak(t *testing.T) {
 // (a drifted copy is not reverted), and after the last regain it syncs creates and updates again.
 // Not parallel: it counts the goroutines and informer handlers of the whole test process.
 func TestClaimFlapsDoNotLeak(t *testing.T) {
-	e := newEnv(t, withProxy(false), withConfig(func(c *config.AgentConfig) {
-		c.Management.Claim.LeaseDuration = metav1.Duration{Duration: 2 * time.Second}
-		c.Management.Claim.RenewDeadline = metav1.Duration{Duration: time.Second}
-		c.Management.Claim.RetryPeriod = metav1.Duration{Duration: 200 * time.Millisecond}
+	e := newEnv(t, withProxy(false), withOptions(func(o *regionsync.Options) {
+		o.Claim.LeaseDuration = 2 * time.Second
+		o.Claim.RenewDeadline = time.Second
+		o.Claim.RetryPeriod = 200 * time.Millisecond
 	}))
 	ns := e.remoteNamespace("flaps")
 	e.tenant(ns, "acme", "Acme")

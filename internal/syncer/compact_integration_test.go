@@ -20,7 +20,7 @@ func TestCachesHoldCompactObjects(t *testing.T) {
 	ns := e.remoteNamespace("compact")
 	e.tenant(ns, "acme", "Acme")
 	e.waitSynced(ns, "acme")
-	gvk := e.cfg.Resources[0].GroupVersionKind()
+	gvk := e.opts.Resources[0].Object.GetObjectKind().GroupVersionKind()
 	inf, err := e.mgr.GetCache().GetInformer(e.ctx, syncer.UnstructuredFor(gvk))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestCachesHoldCompactObjects(t *testing.T) {
 	if err := e.mgr.GetCache().Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "acme"}, got); err != nil {
 		t.Fatal(err)
 	}
-	if name, _, _ := unstructured.NestedString(got.Object, "spec", "displayName"); name != "Acme" || got.GetLabels()[e.keys.Region] != e.cfg.Region {
+	if name, _, _ := unstructured.NestedString(got.Object, "spec", "displayName"); name != "Acme" || got.GetLabels()[e.keys.Region] != e.opts.Region {
 		t.Fatalf("read through the cache: %v", got.Object)
 	}
 }

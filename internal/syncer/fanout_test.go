@@ -15,14 +15,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/deploy"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -94,7 +95,7 @@ func (f *fanOut) waitCopies(source types.NamespacedName, name string, data map[s
 		for _, ns := range all {
 			cm := f.copyIn(ns, name)
 			if !slices.Contains(want, ns) {
-				if cm != nil && cm.Labels[f.keys.Region] == f.cfg.Region {
+				if cm != nil && cm.Labels[f.keys.Region] == f.opts.Region {
 					return fmt.Errorf("a copy in %s", ns)
 				}
 				continue
@@ -104,7 +105,7 @@ func (f *fanOut) waitCopies(source types.NamespacedName, name string, data map[s
 				return fmt.Errorf("no copy in %s", ns)
 			case !maps.Equal(cm.Data, data):
 				return fmt.Errorf("copy in %s has data %v", ns, cm.Data)
-			case cm.Labels[f.keys.Region] != f.cfg.Region || cm.Annotations[f.keys.FanOutSourceKey] != source.String() || cm.Labels[f.keys.FanOutSource] == "":
+			case cm.Labels[f.keys.Region] != f.opts.Region || cm.Annotations[f.keys.FanOutSourceKey] != source.String() || cm.Labels[f.keys.FanOutSource] == "":
 				return fmt.Errorf("copy in %s is not marked as the region's copy of %s: labels %v annotations %v", ns, source, cm.Labels, cm.Annotations)
 			}
 		}
@@ -157,13 +158,13 @@ func (f *fanOut) setAnnotation(key types.NamespacedName, value string) {
 func TestFanOutBySelector(t *testing.T) {
 	t.Parallel()
 	var wide string
-	e := newEnv(t, withStartLater(), withConfig(func(c *config.AgentConfig) {
-		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		wide = c.Region[len("region-"):] + "-wide"
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap",
-			FanOut: &fleetspec.FanOut{Enabled: true, WideSourceNamespaces: []string{wide}}}}
+	e := newEnv(t, withStartLater(), withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
+		wide = o.Region[len("region-"):] + "-wide"
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}),
+			FanOut: &regionsync.FanOut{Enabled: true, WideSourceNamespaces: []string{wide}}}}
 		// Two removals at once are routine; five within the window are not.
-		c.DeletionBudget = config.DeletionBudgetConfig{MinObjects: ptr.To(3), MaxFraction: ptr.To(0.1)}
+		o.DeletionBudget = regionsync.DeletionBudget{MinObjects: ptr.To(3), MaxFraction: ptr.To(0.1)}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	sel := map[string]string{f.label: "yes"}
@@ -340,9 +341,9 @@ func TestFanOutBySelector(t *testing.T) {
 func TestFanOutSingleCluster(t *testing.T) {
 	t.Parallel()
 	needFleet(t)
-	e := newEnv(t, withStartLater(), withManagementConfig(region.Config), withConfig(func(c *config.AgentConfig) {
-		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
+	e := newEnv(t, withStartLater(), withManagementConfig(region.Config), withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}), FanOut: &regionsync.FanOut{Enabled: true}}}
 	}))
 	e.mgmt = region.Client // one cluster
 	f := &fanOut{env: e}
@@ -393,9 +394,9 @@ func TestFanOutSingleCluster(t *testing.T) {
 // comes back, with its generation annotations.
 func TestFanOutTurnedOnAndOff(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}), FanOut: &regionsync.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	src, other := e.remoteNamespace("src"), e.ns("other")
@@ -408,7 +409,7 @@ func TestFanOutTurnedOnAndOff(t *testing.T) {
 	var ordinaryUID types.UID
 	e.eventually("the ordinary copy", func() error {
 		cm := f.copyIn(src, "x")
-		if cm == nil || cm.Labels[e.keys.Region] != e.cfg.Region {
+		if cm == nil || cm.Labels[e.keys.Region] != e.opts.Region {
 			return fmt.Errorf("no copy in %s", src)
 		}
 		ordinaryUID = cm.UID
@@ -436,7 +437,7 @@ func TestFanOutTurnedOnAndOff(t *testing.T) {
 			return fmt.Errorf("a copy is left in %s", other)
 		}
 		local := f.copyIn(src, "x")
-		if local == nil || local.Labels[e.keys.FanOutSource] != "" || local.Labels[e.keys.Region] != e.cfg.Region {
+		if local == nil || local.Labels[e.keys.FanOutSource] != "" || local.Labels[e.keys.Region] != e.opts.Region {
 			return fmt.Errorf("no ordinary copy in %s: %v", src, local)
 		}
 		remote := &corev1.ConfigMap{}
@@ -454,10 +455,10 @@ func TestFanOutTurnedOnAndOff(t *testing.T) {
 // writer owns survive, and an unmarked object in the way is looked at first, never applied over.
 func TestFanOutApply(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", Strategy: fleetspec.StrategyApply,
-			FanOut: &fleetspec.FanOut{Enabled: true}}}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}), Strategy: regionsync.StrategyApply,
+			FanOut: &regionsync.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	a, taken := e.ns("a"), e.ns("taken")
@@ -542,9 +543,9 @@ func shippedAgentRBAC(t *testing.T, dirs ...string) *rest.Config {
 func TestFanOutShippedRBAC(t *testing.T) {
 	t.Parallel()
 	agent := shippedAgentRBAC(t, "agent", "agent-fanout")
-	e := newEnv(t, withLocalConfig(agent), withConfig(func(c *config.AgentConfig) {
-		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", FanOut: &fleetspec.FanOut{Enabled: true}}}
+	e := newEnv(t, withLocalConfig(agent), withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}), FanOut: &regionsync.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	a, later := e.ns("a"), e.ns("later")

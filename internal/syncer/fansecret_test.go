@@ -16,12 +16,13 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 )
 
 // secretIn returns the Secret name in namespace ns of the region (nil when there is none).
@@ -48,7 +49,7 @@ func (f *fanOut) waitSecretCopies(source types.NamespacedName, data map[string][
 		for _, ns := range all {
 			s := f.secretIn(ns, name)
 			if !slices.Contains(want, ns) {
-				if s != nil && s.Labels[f.keys.Region] == f.cfg.Region {
+				if s != nil && s.Labels[f.keys.Region] == f.opts.Region {
 					return fmt.Errorf("a copy in %s", ns)
 				}
 				continue
@@ -58,7 +59,7 @@ func (f *fanOut) waitSecretCopies(source types.NamespacedName, data map[string][
 				return fmt.Errorf("no copy in %s", ns)
 			case s.Type != corev1.SecretTypeDockerConfigJson || !maps.EqualFunc(s.Data, data, bytes.Equal):
 				return fmt.Errorf("copy in %s has type %s and other data", ns, s.Type)
-			case s.Labels[f.keys.Region] != f.cfg.Region || s.Annotations[f.keys.FanOutSourceKey] != source.String() || s.Labels[f.keys.FanOutSource] == "":
+			case s.Labels[f.keys.Region] != f.opts.Region || s.Annotations[f.keys.FanOutSourceKey] != source.String() || s.Labels[f.keys.FanOutSource] == "":
 				return fmt.Errorf("copy in %s is not marked as the region's copy of %s: labels %v annotations %v", ns, source, s.Labels, s.Annotations)
 			}
 		}
@@ -90,11 +91,11 @@ func eventMessages(f *fanOut, c client.Client, ns string) []string {
 // data.
 func TestFanOutSecret(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withStartLater(), withConfig(func(c *config.AgentConfig) {
-		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
+	e := newEnv(t, withStartLater(), withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
 		// The Tenant kind keeps uploading its tenant-token Secret.
-		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "Secret", AllowPrivileged: true,
-			FanOut: &fleetspec.FanOut{Enabled: true}})
+		o.Resources = append(o.Resources, regionsync.Resource{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}), AllowPrivileged: true,
+			FanOut: &regionsync.FanOut{Enabled: true}})
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	sel := map[string]string{f.label: "yes"}
@@ -283,9 +284,9 @@ func TestFanOutSecret(t *testing.T) {
 func TestFanOutSecretShippedRBAC(t *testing.T) {
 	t.Parallel()
 	agent := shippedAgentRBAC(t, "agent", "agent-fanout", "agent-fanout/secrets")
-	e := newEnv(t, withLocalConfig(agent), withConfig(func(c *config.AgentConfig) {
-		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "Secret", AllowPrivileged: true, FanOut: &fleetspec.FanOut{Enabled: true}}}
+	e := newEnv(t, withLocalConfig(agent), withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}), AllowPrivileged: true, FanOut: &regionsync.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	a, later := e.ns("a"), e.ns("later")
@@ -312,9 +313,9 @@ func TestFanOutSecretShippedRBAC(t *testing.T) {
 // finalizer is released: deleting it on management is not held.
 func TestFanOutSecretTurnedOff(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Shard.NamespacePrefix = c.Region[len("region-"):] + "-"
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "Secret", AllowPrivileged: true, FanOut: &fleetspec.FanOut{Enabled: true}}}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}), AllowPrivileged: true, FanOut: &regionsync.FanOut{Enabled: true}}}
 	}))
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	src, other := e.remoteNamespace("src"), e.ns("other")

@@ -5,11 +5,10 @@ package syncer_test
 import (
 	"context"
 	"errors"
-	"slices"
-
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +35,6 @@ import (
 	"github.com/regionsync/regionsync/internal/scheme"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
@@ -173,19 +171,24 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 // env is one test's agent and its view of both clusters.
 type env struct {
-	t      testing.TB
-	ctx    context.Context
-	cfg    *config.AgentConfig
-	keys   shard.Keys
-	name   string // unique per test: region name, suffix and namespace stem
-	suffix string
-	mgmt   client.Client // admin on management
-	local  client.Client // admin on the region
+	t   testing.TB
+	ctx context.Context
+	// opts describe the agent under test, as its host would give them to regionsync.New:
+	// Management.Config is what it uses to reach management (each start counts its writes
+	// there), TracerProvider the one of withTracerProvider (nil: built from tracing at each
+	// start). A test may change them between stop and start.
+	opts regionsync.Options
+	// tracing is the OTLP exporter of the agent's tracer provider when opts have none, as the
+	// agent binary builds it from telemetry.tracing (zero: no exporter, a no-op provider).
+	tracing fleetspec.Tracing
+	keys    shard.Keys
+	name    string // unique per test: region name, suffix and namespace stem
+	suffix  string
+	mgmt    client.Client // admin on management
+	local   client.Client // admin on the region
 	// remoteWrites and localWrites count the agent's own writes.
 	remoteWrites, localWrites writeCounter
 	proxy                     *testenv.Proxy
-	tracer                    trace.TracerProvider
-	remoteCfg                 *rest.Config
 	localCfg                  *rest.Config // what the agent uses to reach the region
 	syncer                    *regionsync.Syncer
 	mgr                       ctrl.Manager
@@ -199,16 +202,22 @@ type env struct {
 type envOption func(*envSetup)
 
 type envSetup struct {
-	edit          func(*config.AgentConfig)
+	edit          func(*regionsync.Options)
 	managementCfg *rest.Config // what the agent uses to reach management (default: admin)
 	localCfg      *rest.Config // what the agent uses to reach the region (default: admin)
 	proxyDown     bool         // start with management unreachable behind a proxy
 	useProxy      bool
 	tracer        trace.TracerProvider
-	startLater    bool // the test calls e.start() itself (after creating what the agent must find at its start)
+	tracing       fleetspec.Tracing // the exporter when no tracer provider is given
+	startLater    bool              // the test calls e.start() itself (after creating what the agent must find at its start)
 }
 
-func withConfig(edit func(*config.AgentConfig)) envOption { return func(s *envSetup) { s.edit = edit } }
+// withOptions changes the agent's Options (agentconfig.TenantOptions with the tenant-token Secret)
+// before its first start; regionsync.New validates the result, and a test whose options are
+// invalid fails at the start.
+func withOptions(edit func(*regionsync.Options)) envOption {
+	return func(s *envSetup) { s.edit = edit }
+}
 func withManagementConfig(c *rest.Config) envOption {
 	return func(s *envSetup) { s.managementCfg = c }
 }
@@ -217,6 +226,12 @@ func withLocalConfig(c *rest.Config) envOption {
 }
 func withTracerProvider(tp trace.TracerProvider) envOption {
 	return func(s *envSetup) { s.tracer = tp }
+}
+
+// withTracing has the agent's tracer provider built with this OTLP exporter, as the agent binary
+// builds it from its configuration's telemetry.tracing.
+func withTracing(t fleetspec.Tracing) envOption {
+	return func(s *envSetup) { s.tracing = t }
 }
 func withProxy(down bool) envOption {
 	return func(s *envSetup) { s.useProxy, s.proxyDown = true, down }
@@ -234,19 +249,8 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	}
 	n := testSeq.Add(1)
 	name := fmt.Sprintf("t%02d", n)
-	cfg := agentconfig.TenantConfig("region-"+name, "-"+name, "unused-in-process")
-	cfg.Resources[0].Secrets = []string{tenantoperator.TokenSecretName}
-	cfg.LeaderElection = fleetspec.LeaderElection{Enabled: ptr.To(false)}
-	cfg.Telemetry = config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"}
-	if setup.edit != nil {
-		setup.edit(cfg)
-	}
-	config.Default(cfg)
-	if err := config.Validate(cfg); err != nil {
-		t.Fatalf("test config: %v", err)
-	}
 	e := &env{
-		t: t, ctx: context.Background(), cfg: cfg, keys: shard.NewKeys(agentconfig.Effective(cfg).AnnotationDomain), name: name, suffix: "-" + name,
+		t: t, ctx: context.Background(), tracing: setup.tracing, name: name, suffix: "-" + name,
 		mgmt: management.Client, local: region.Client, log: testenv.NewTestLog(t),
 	}
 	remoteCfg := management.Config
@@ -267,7 +271,16 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		}
 		t.Cleanup(p.Down)
 	}
-	e.remoteCfg, e.localCfg, e.tracer = remoteCfg, region.Config, setup.tracer
+	// The agent runs without leader election and without metrics or health servers (startAgent's
+	// manager): those are the agent process's, not the library's.
+	agent := agentconfig.TenantOptions("region-"+name, "-"+name, remoteCfg)
+	agent.Resources[0].Secrets = []string{tenantoperator.TokenSecretName}
+	agent.TracerProvider = setup.tracer
+	if setup.edit != nil {
+		setup.edit(&agent)
+	}
+	e.opts, e.keys = agent, shard.NewKeys(agent.WithDefaults().AnnotationDomain)
+	e.localCfg = region.Config
 	if setup.localCfg != nil {
 		e.localCfg = setup.localCfg
 	}
@@ -278,12 +291,16 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	return e
 }
 
-// start runs a new agent process (in-process) with the test's configuration.
+// start runs a new agent process (in-process) with the test's options.
 func (e *env) start() {
 	e.t.Helper()
 	e.starts++
-	s, mgr, flush, err := startAgent(e.cfg, e.localWrites.wrap(e.localCfg), e.remoteWrites.wrap(e.remoteCfg), e.tracer,
-		e.log.Logger(fmt.Sprintf("agent-%d", e.starts)))
+	opts := e.opts
+	opts.Management.Config = e.remoteWrites.wrap(opts.Management.Config)
+	s, mgr, flush, err := startAgent(opts, e.tracing, e.localWrites.wrap(e.localCfg), e.log.Logger(fmt.Sprintf("agent-%d", e.starts)))
+	if errors.Is(err, regionsync.ErrInvalidOptions) {
+		e.t.Fatalf("the test's agent options: %v", err)
+	}
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -295,18 +312,16 @@ func (e *env) start() {
 	}()
 }
 
-// startAgent builds an agent in-process as cmd/agent does: the configuration's options, a manager
-// whose cache holds only the copies, and the public package.
-// The returned function flushes the tracer provider it built, if any.
-func startAgent(cfg *config.AgentConfig, local, remote *rest.Config, tp trace.TracerProvider, log logr.Logger) (*regionsync.Syncer, ctrl.Manager, func(context.Context) error, error) {
-	opts := cfg.Options(remote)
-	opts.TracerProvider = tp
+// startAgent builds an agent in-process as cmd/agent does: opts, a manager whose cache holds only
+// the copies, and the public package. Without a tracer provider in opts it builds one with the
+// tracing exporter, as cmd/agent does; the returned function flushes it.
+func startAgent(opts regionsync.Options, tracing fleetspec.Tracing, local *rest.Config, log logr.Logger) (*regionsync.Syncer, ctrl.Manager, func(context.Context) error, error) {
 	opts.Logger = log.WithName("regionsync")
 	shutdown := func(context.Context) error { return nil }
 	var err error
-	if tp == nil { // as cmd/agent does: the exporter the configuration asks for
-		if opts.TracerProvider, shutdown, err = tracer.NewTracerProvider(context.Background(), cfg.Telemetry.Tracing, tracer.Identity{
-			Version: "test", Region: cfg.Region, ClusterName: cfg.Region,
+	if opts.TracerProvider == nil { // as cmd/agent does: the exporter the configuration asks for
+		if opts.TracerProvider, shutdown, err = tracer.NewTracerProvider(context.Background(), tracing, tracer.Identity{
+			Version: "test", Region: opts.Region, ClusterName: opts.Region,
 		}); err != nil {
 			return nil, nil, nil, err
 		}

@@ -80,7 +80,7 @@ func TestManagementIdentityPinned(t *testing.T) {
 	}
 	realID := kubeSystemUID(t, e.mgmt)
 	record := &corev1.ConfigMap{}
-	recordKey := client.ObjectKey{Namespace: e.cfg.LeaderElection.Namespace, Name: syncer.IdentityRecordName(e.cfg.Region)}
+	recordKey := client.ObjectKey{Namespace: e.opts.Claim.FleetNamespace, Name: syncer.IdentityRecordName(e.opts.Region)}
 	e.eventually("the identity recorded", func() error {
 		if err := e.local.Get(e.ctx, recordKey, record); err != nil {
 			return err
@@ -105,7 +105,7 @@ func TestManagementIdentityPinned(t *testing.T) {
 	cloneID := kubeSystemUID(t, cl.Client)
 
 	e.stop()
-	e.remoteCfg = cl.Config
+	e.opts.Management.Config = cl.Config
 	e.start()
 	e.eventually("the refusal in /readyz", func() error {
 		err := e.syncer.Readyz()(&http.Request{})
@@ -133,7 +133,7 @@ func TestManagementIdentityPinned(t *testing.T) {
 			t.Logf("clone's acme: %v finalizers=%v status=%+v annotations=%v", err, r.Finalizers, r.Status, r.Annotations)
 			return true
 		}
-		err = cl.Client.Get(e.ctx, client.ObjectKey{Namespace: fleetspec.DefaultManagementNamespace, Name: claim.LeaseName(e.cfg.Region)}, &coordinationv1.Lease{})
+		err = cl.Client.Get(e.ctx, client.ObjectKey{Namespace: fleetspec.DefaultManagementNamespace, Name: claim.LeaseName(e.opts.Region)}, &coordinationv1.Lease{})
 		if !apierrors.IsNotFound(err) {
 			t.Logf("shard Lease on the clone: %v", err)
 			return true
@@ -146,7 +146,7 @@ func TestManagementIdentityPinned(t *testing.T) {
 
 	// The operator confirms the new identity: the agent syncs from it.
 	e.stop()
-	e.cfg.Management.ClusterID = cloneID
+	e.opts.Management.ClusterID = cloneID
 	e.start()
 	e.eventually("the copy synced from the confirmed cluster", func() error {
 		acme, err := e.getLocal(ns, "acme")
@@ -181,7 +181,7 @@ func TestIdentityRecordRemovalConfirms(t *testing.T) {
 	ns := e.remoteNamespace("record")
 	e.tenant(ns, "acme", "Acme")
 	e.eventually("copy of acme", func() error { _, err := e.getLocal(ns, "acme"); return err })
-	recordKey := client.ObjectKey{Namespace: e.cfg.LeaderElection.Namespace, Name: syncer.IdentityRecordName(e.cfg.Region)}
+	recordKey := client.ObjectKey{Namespace: e.opts.Claim.FleetNamespace, Name: syncer.IdentityRecordName(e.opts.Region)}
 	e.eventually("the identity recorded", func() error { return e.local.Get(e.ctx, recordKey, &corev1.ConfigMap{}) })
 	if err := cl.Client.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestIdentityRecordRemovalConfirms(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.stop()
-	e.remoteCfg = cl.Config
+	e.opts.Management.Config = cl.Config
 	e.start()
 	e.eventually("refused", func() error {
 		if c := e.syncer.Claim(); c.Reason != syncer.ReasonManagementIdentityMismatch {
@@ -249,7 +249,7 @@ func TestManagementMovedWhileRunning(t *testing.T) {
 			return nil
 		})
 	}
-	recordKey := client.ObjectKey{Namespace: e.cfg.LeaderElection.Namespace, Name: syncer.IdentityRecordName(e.cfg.Region)}
+	recordKey := client.ObjectKey{Namespace: e.opts.Claim.FleetNamespace, Name: syncer.IdentityRecordName(e.opts.Region)}
 	e.eventually("the identity recorded", func() error { return e.local.Get(e.ctx, recordKey, &corev1.ConfigMap{}) })
 
 	// The other cluster serves acme with another spec (and another UID), and no beta.

@@ -12,8 +12,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 )
 
 // TestNamespaceScope: a management object that maps into one of the region's system namespaces,
@@ -22,11 +23,11 @@ import (
 func TestNamespaceScope(t *testing.T) {
 	t.Parallel()
 	excluded := "t-excluded"
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Shard.ExcludedNamespaces = []string{excluded} }))
+	e := newEnv(t, withOptions(func(o *regionsync.Options) { o.Shard.ExcludedNamespaces = []string{excluded} }))
 	if err := e.mgmt.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: excluded}}); err != nil {
 		t.Fatal(err)
 	}
-	protected := e.cfg.ProtectedNamespaces() // system, the agent's own, the excluded one
+	protected := fleetspec.ProtectedNamespaces(e.opts.Claim.FleetNamespace, e.opts.Shard.ExcludedNamespaces) // system, the agent's own, the excluded one
 	for _, ns := range protected {
 		e.tenant(ns, "intruder", "takeover attempt")
 	}

@@ -16,7 +16,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -31,12 +31,12 @@ const legacyDomain = "cloud.teleport.dev"
 // regional cluster, the test's namespaces as the shard's namespace prefix: an agent takes over
 // the unmarked copies in namespaces created for them wherever its shard maps, so two such agents
 // must not map the same namespaces (one region's cluster has one agent).
-func withLegacyDomain(edit ...func(*config.AgentConfig)) envOption {
-	return withConfig(func(c *config.AgentConfig) {
-		c.AnnotationDomain = legacyDomain
-		c.Shard.NamespacePrefix = strings.TrimPrefix(c.Region, "region-") + "-"
+func withLegacyDomain(edit ...func(*regionsync.Options)) envOption {
+	return withOptions(func(o *regionsync.Options) {
+		o.AnnotationDomain = legacyDomain
+		o.Shard.NamespacePrefix = strings.TrimPrefix(o.Region, "region-") + "-"
 		for _, f := range edit {
-			f(c)
+			f(o)
 		}
 	})
 }
@@ -202,8 +202,8 @@ func TestLegacyCopyPausedAfterStart(t *testing.T) {
 // in an excluded namespace (although created for it), and a paused one.
 func TestLegacyCopyOfVanishedObjectDeleted(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withLegacyDomain(func(c *config.AgentConfig) {
-		c.Shard.ExcludedNamespaces = []string{strings.TrimPrefix(c.Region, "region-") + "-lv-excluded"}
+	e := newEnv(t, withLegacyDomain(func(o *regionsync.Options) {
+		o.Shard.ExcludedNamespaces = []string{strings.TrimPrefix(o.Region, "region-") + "-lv-excluded"}
 	}), withStartLater())
 
 	goneNS := e.legacyNamespace("lv-gone", "gone")

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 )
 
 // TestLiveChangeBeforeInitialSync: with 2,000 objects mid-initial-sync, a live change to one
@@ -23,9 +23,9 @@ import (
 // them down nor are slowed down by them (the agent stops when it ends, most objects never synced).
 func TestLiveChangeBeforeInitialSync(t *testing.T) {
 	const n = 2000
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources[0].Concurrency = 2 // a slow drain: the live change must not wait for it
-		c.Resources[0].Secrets = nil
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Resources[0].Concurrency = 2 // a slow drain: the live change must not wait for it
+		o.Resources[0].Secrets = nil
 	}))
 	e.stop()
 	ns := e.remoteNamespace("priority")
@@ -59,7 +59,7 @@ func TestLiveChangeBeforeInitialSync(t *testing.T) {
 
 	copies := func() int {
 		l := &demov1alpha1.TenantList{}
-		if err := e.local.List(e.ctx, l, client.InNamespace(ns), client.MatchingLabels{e.keys.Region: e.cfg.Region}); err != nil {
+		if err := e.local.List(e.ctx, l, client.InNamespace(ns), client.MatchingLabels{e.keys.Region: e.opts.Region}); err != nil {
 			t.Fatal(err)
 		}
 		return len(l.Items)

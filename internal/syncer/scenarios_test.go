@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
-	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -212,7 +212,7 @@ func TestReplaceRevertsDrift(t *testing.T) {
 // Apply keeps fields a local controller owns, and still reverts drift on the remote's fields.
 func TestApplyKeepsLocalFields(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Strategy = fleetspec.StrategyApply }))
+	e := newEnv(t, withOptions(func(o *regionsync.Options) { o.Resources[0].Strategy = regionsync.StrategyApply }))
 	ns := e.remoteNamespace("apply")
 	e.tenant(ns, "acme", "Acme", func(o *demov1alpha1.Tenant) { o.Spec.Replicas = 0 }) // replicas left to the region
 	e.waitSynced(ns, "acme")
@@ -263,7 +263,7 @@ func TestLocalDeletedRecreated(t *testing.T) {
 // pre-existing object is left alone with an event; adopted otherwise.
 func TestUnmarkedAndAdoption(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Adoption = fleetspec.AdoptionRefuse }))
+	e := newEnv(t, withOptions(func(o *regionsync.Options) { o.Resources[0].Adoption = regionsync.AdoptionRefuse }))
 	ns := e.remoteNamespace("adopt")
 	if err := e.local.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestUnmarkedAndAdoption(t *testing.T) {
 	})
 
 	// The same situation with adoption configured (opt-in) adopts.
-	e2 := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Resources[0].Adoption = fleetspec.AdoptionAdopt }))
+	e2 := newEnv(t, withOptions(func(o *regionsync.Options) { o.Resources[0].Adoption = regionsync.AdoptionAdopt }))
 	ns2 := e2.remoteNamespace("adopt")
 	if err := e2.local.Create(e2.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns2}}); err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestUnmarkedAndAdoption(t *testing.T) {
 	}
 	e2.tenant(ns2, "squatter", "Remote")
 	_, local := e2.waitSynced(ns2, "squatter")
-	if local.UID != pre.UID || local.Spec.DisplayName != "Remote" || local.Labels[e2.keys.Region] != e2.cfg.Region {
+	if local.UID != pre.UID || local.Spec.DisplayName != "Remote" || local.Labels[e2.keys.Region] != e2.opts.Region {
 		t.Fatalf("not adopted in place: %+v %v", local.Spec, local.Labels)
 	}
 	e2.waitEvent(e2.local, ns2, "squatter", syncer.ReasonAdopted)
@@ -452,7 +452,7 @@ func (e *env) statusRefusedSpecFlows(ns, name string, replicas int32) {
 // An object whose mapping is invalid gets an event; the agent keeps syncing the others.
 func TestInvalidMappingReported(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Shard.LocalNamespaceSuffix = "-regional-copy" }))
+	e := newEnv(t, withOptions(func(o *regionsync.Options) { o.Shard.LocalNamespaceSuffix = "-regional-copy" }))
 	long := e.ns(strings.Repeat("l", 50)) // + "-regional-copy" exceeds 63 characters locally
 	if err := e.mgmt.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: long}}); err != nil {
 		t.Fatal(err)
@@ -503,8 +503,8 @@ func TestManagementDownAtStartAndOutage(t *testing.T) {
 // held (event, metric); an operator's release lets one go.
 func TestEmptyManagementHoldsDeletions(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.DeletionBudget = config.DeletionBudgetConfig{MaxFraction: ptr.To(0.5), MinObjects: ptr.To(0)}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.DeletionBudget = regionsync.DeletionBudget{MaxFraction: ptr.To(0.5), MinObjects: ptr.To(0)}
 	}))
 	// One namespace per tenant: the demo operator keeps one tenant-token per namespace.
 	names := []string{"a", "b", "c", "d"}
@@ -559,8 +559,8 @@ func TestEmptyManagementHoldsDeletions(t *testing.T) {
 // Two kinds synced by one agent: Tenants and ConfigMaps (data, not spec).
 func TestTwoKinds(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Resources = append(o.Resources, regionsync.Resource{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})})
 	}))
 	ns := e.remoteNamespace("two-kinds")
 	e.tenant(ns, "acme", "Acme")
@@ -594,9 +594,9 @@ func TestTwoKinds(t *testing.T) {
 // patch, whose hash is that of the new content. A kind with a generation gets no hash.
 func TestAppliedContentHash(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append(c.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
-		c.ResyncPeriod = metav1.Duration{Duration: 10 * time.Second}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Resources = append(o.Resources, regionsync.Resource{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})})
+		o.ResyncPeriod = 10 * time.Second
 	}))
 	ns := e.remoteNamespace("applied-hash")
 	e.tenant(ns, "acme", "Acme")
@@ -675,7 +675,7 @@ func TestAppliedContentHash(t *testing.T) {
 // The label selector narrows the shard server-side: a non-matching object is never cached.
 func TestLabelSelectorNeverCaches(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Shard.LabelSelector = "tier=gold" }))
+	e := newEnv(t, withOptions(func(o *regionsync.Options) { o.Shard.LabelSelector = "tier=gold" }))
 	ns := e.remoteNamespace("selector")
 	e.tenant(ns, "bronze", "Bronze", func(o *demov1alpha1.Tenant) { o.Labels = map[string]string{"tier": "bronze"} })
 	e.tenant(ns, "gold", "Gold")
@@ -704,7 +704,7 @@ func TestLabelSelectorNeverCaches(t *testing.T) {
 // write, one generation patch and one status upload.
 func TestWritesPerChange(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.ResyncPeriod = metav1.Duration{Duration: 10 * time.Second} }))
+	e := newEnv(t, withOptions(func(o *regionsync.Options) { o.ResyncPeriod = 10 * time.Second }))
 	ns := e.remoteNamespace("writes")
 	e.remoteSecret(ns)
 	e.tenant(ns, "acme", "Acme")
@@ -787,8 +787,8 @@ func TestSyncControllerCompatibility(t *testing.T) {
 // the agent keeps running and the other kinds sync.
 func TestMissingKindDoesNotStopOthers(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Resources = append([]config.ResourceConfig{{Group: "missing.example.com", Version: "v1", Kind: "Widget"}}, c.Resources...)
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Resources = append([]regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Group: "missing.example.com", Version: "v1", Kind: "Widget"})}}, o.Resources...)
 	}))
 	ns := e.remoteNamespace("missing-kind")
 	e.tenant(ns, "acme", "Acme")

@@ -10,11 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -32,8 +31,8 @@ func TestStartJitterOnRestart(t *testing.T) {
 		drawnMax.Store(int64(limit))
 		return time.Duration(wait.Load())
 	}))
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Management.StartJitter = &metav1.Duration{Duration: 5 * time.Minute}
+	e := newEnv(t, withOptions(func(o *regionsync.Options) {
+		o.Management.StartJitter = 5 * time.Minute
 	}))
 	ns := e.remoteNamespace("jitter")
 	e.tenant(ns, "acme", "Acme")
@@ -41,7 +40,7 @@ func TestStartJitterOnRestart(t *testing.T) {
 	if n := draws.Load(); n != 0 {
 		t.Fatalf("a new region drew a start jitter %d times: it must connect at once", n)
 	}
-	recordKey := client.ObjectKey{Namespace: e.cfg.LeaderElection.Namespace, Name: syncer.IdentityRecordName(e.cfg.Region)}
+	recordKey := client.ObjectKey{Namespace: e.opts.Claim.FleetNamespace, Name: syncer.IdentityRecordName(e.opts.Region)}
 	e.eventually("the identity recorded", func() error { return e.local.Get(e.ctx, recordKey, &corev1.ConfigMap{}) })
 
 	// Restarted over its record: it waits (an hour here) and asks management nothing meanwhile.

@@ -15,7 +15,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/internal/syncer"
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 )
 
@@ -33,7 +33,7 @@ func TestFullSync(t *testing.T) {
 	if local.Labels["tier"] != "gold" || local.Annotations["example.com/note"] != "hello" {
 		t.Errorf("labels/annotations not copied: %v %v", local.Labels, local.Annotations)
 	}
-	if local.Labels[e.keys.Region] != e.cfg.Region || local.Annotations[e.keys.RemoteUID] != string(remote.UID) {
+	if local.Labels[e.keys.Region] != e.opts.Region || local.Annotations[e.keys.RemoteUID] != string(remote.UID) {
 		t.Errorf("local copy not marked: %v %v", local.Labels, local.Annotations)
 	}
 	if !controllerutil.ContainsFinalizer(remote, e.keys.Finalizer) {
@@ -93,7 +93,7 @@ func TestSpecUpdateBumpsGenerations(t *testing.T) {
 
 // Objects outside the shard are ignored: other suffix, no suffix, other namespace prefix.
 func TestOutsideShardIgnored(t *testing.T) {
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) { c.Shard.NamespacePrefix = "t" }))
+	e := newEnv(t, withOptions(func(o *regionsync.Options) { o.Shard.NamespacePrefix = "t" }))
 	ns := e.remoteNamespace("outside") // "tNN-outside": has the prefix
 	other := "x" + ns                  // lacks the prefix
 	if err := e.mgmt.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}); err != nil {

@@ -12,11 +12,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/pkg/config"
+	"github.com/regionsync/regionsync/pkg/regionsync"
+	"github.com/regionsync/regionsync/test/framework/agentconfig"
 )
 
 // BenchmarkInitialSync measures the initial-sync target (docs/performance.md#figures-and-targets): regionsync's throughput against a
@@ -115,9 +117,9 @@ func agentSync(b *testing.B, n, concurrency int) float64 {
 	seed(b, name, suffix, n)
 	b.StartTimer()
 	start := time.Now()
-	e := newEnv(b, withConfig(func(c *config.AgentConfig) {
-		c.Region, c.Shard.RemoteResourceSuffix = name, suffix
-		c.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", Concurrency: concurrency}}
+	e := newEnv(b, withOptions(func(o *regionsync.Options) {
+		o.Region, o.Shard.RemoteResourceSuffix = name, suffix
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}), Concurrency: concurrency}}
 	}))
 	ctx := context.Background()
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {

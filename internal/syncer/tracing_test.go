@@ -18,7 +18,6 @@ import (
 	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/telemetry"
 	"github.com/regionsync/regionsync/internal/telemetry/tracer"
-	"github.com/regionsync/regionsync/pkg/config"
 )
 
 // A management-side trace: a traceparent annotation as a management controller would write it.
@@ -144,9 +143,7 @@ func TestTraceAcrossClustersOTLP(t *testing.T) {
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 
-	e := newEnv(t, withConfig(func(c *config.AgentConfig) {
-		c.Telemetry.Tracing = fleetspec.Tracing{Endpoint: lis.Addr().String(), Insecure: true}
-	}))
+	e := newEnv(t, withTracing(fleetspec.Tracing{Endpoint: lis.Addr().String(), Insecure: true}))
 	ns := e.remoteNamespace("otlp")
 	parent, traceID := managementTrace(t)
 	e.tenant(ns, "acme", "Acme", annotate(e.keys.TraceParent, parent))
@@ -160,7 +157,7 @@ func TestTraceAcrossClustersOTLP(t *testing.T) {
 	if !ok {
 		t.Fatalf("no sync span in the management trace was exported; got %v", spans)
 	}
-	want := map[string]string{"service.name": "regionsync-agent", "cloud.region": e.cfg.Region, "k8s.cluster.name": e.cfg.Region}
+	want := map[string]string{"service.name": "regionsync-agent", "cloud.region": e.opts.Region, "k8s.cluster.name": e.opts.Region}
 	for k, v := range want {
 		if syncSpan[k] != v {
 			t.Errorf("resource attribute %s = %q, want %q", k, syncSpan[k], v)
