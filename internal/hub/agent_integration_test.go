@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,9 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
-	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/hub"
-	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -35,8 +34,10 @@ var writeConfigMaps = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []st
 
 // liveAgent runs a real agent for region in-process (as cmd/agent builds it) until stop.
 type liveAgent struct {
-	t                  *testing.T
-	cfg                *config.AgentConfig
+	t *testing.T
+	// opts describe the agent (agentconfig.TenantOptions and the test's settings); each start gives
+	// them to regionsync.New, which validates them.
+	opts               regionsync.Options
 	region, management *testenv.Cluster
 	log                *testenv.TestLog
 	starts             int
@@ -47,7 +48,7 @@ type liveAgent struct {
 func (a *liveAgent) start() {
 	a.t.Helper()
 	a.starts++
-	opts := a.cfg.Options(a.management.Config)
+	opts := a.opts
 	opts.Logger = a.log.Logger(fmt.Sprintf("agent-%d", a.starts)).WithName("regionsync")
 	mgr, err := ctrl.NewManager(a.region.Config, ctrl.Options{
 		Scheme: testenv.Scheme(), Logger: opts.Logger, Cache: regionsync.LocalCacheOptions(opts),
@@ -57,7 +58,9 @@ func (a *liveAgent) start() {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	if _, err := regionsync.New(mgr, opts); err != nil {
+	if _, err := regionsync.New(mgr, opts); errors.Is(err, regionsync.ErrInvalidOptions) {
+		a.t.Fatalf("the test's agent options: %v", err)
+	} else if err != nil {
 		a.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -125,19 +128,15 @@ func TestHubWithAgent(t *testing.T) {
 	if err := testenv.StartTenantOperator(opCtx, rc.Config, name, nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg := agentconfig.TenantConfig(name, "-live", mgmt.Kubeconfig)
-	cfg.Shard.NamespacePrefix, cfg.Shard.LabelSelector = "tenant-", "regionsync.dev/region="+name
-	cfg.Resources = append(cfg.Resources, config.ResourceConfig{Version: "v1", Kind: "ConfigMap"})
-	cfg.Management.Claim.LeaseDuration = metav1.Duration{Duration: 2 * time.Second}
-	cfg.Management.Claim.RenewDeadline = metav1.Duration{Duration: time.Second}
-	cfg.Management.Claim.RetryPeriod = metav1.Duration{Duration: 200 * time.Millisecond}
-	cfg.LeaderElection = fleetspec.LeaderElection{Enabled: ptr.To(false)}
-	cfg.Telemetry = config.TelemetryConfig{MetricsAddr: "0", HealthAddr: "0"}
-	config.Default(cfg)
-	if err := config.Validate(cfg); err != nil {
-		t.Fatalf("agent config: %v", err)
-	}
-	agent := &liveAgent{t: t, cfg: cfg, region: rc, management: mgmt, log: testenv.NewTestLog(t)}
+	// The agent runs without leader election and without metrics or health servers (liveAgent's
+	// manager): those are the agent process's, not the library's.
+	opts := agentconfig.TenantOptions(name, "-live", mgmt.Config)
+	opts.Shard.NamespacePrefix, opts.Shard.LabelSelector = "tenant-", "regionsync.dev/region="+name
+	opts.Resources = append(opts.Resources, regionsync.Resource{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})})
+	opts.Claim.LeaseDuration = 2 * time.Second
+	opts.Claim.RenewDeadline = time.Second
+	opts.Claim.RetryPeriod = 200 * time.Millisecond
+	agent := &liveAgent{t: t, opts: opts, region: rc, management: mgmt, log: testenv.NewTestLog(t)}
 	agent.start()
 	t.Cleanup(agent.stop)
 
