@@ -2,6 +2,7 @@ package fleetspec
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // APIVersion is the apiVersion of regionsync's configuration files (the agent's AgentConfig, the
@@ -96,6 +97,11 @@ type FanOut struct {
 	// shard's namespace scope: into every local namespace but the protected ones (system
 	// namespaces, the agent's own, the excluded ones). Empty: no source fans out wider.
 	WideSourceNamespaces []string `json:"wideSourceNamespaces,omitempty"`
+}
+
+// GroupVersionKind is the kind r names.
+func (r Resource) GroupVersionKind() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
 }
 
 // FanOutEnabled reports whether objects of the kind may fan out.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
@@ -258,26 +258,14 @@ func (d *doctor) heldDeletions() {
 
 // kindsToCheck returns the dotted kinds of every recorded shard, plus extra.
 func (d *doctor) kindsToCheck(extra []string) []string {
-	seen := map[string]bool{}
+	seen := sets.New(extra...)
 	for _, s := range d.f.Shards {
-		for _, k := range s.Def.Kinds {
-			seen[k] = true
-		}
+		seen.Insert(s.Def.Kinds...)
 		if s.RegisteredShard != nil {
-			for _, k := range s.RegisteredShard.Kinds {
-				seen[k] = true
-			}
+			seen.Insert(s.RegisteredShard.Kinds...)
 		}
 	}
-	for _, k := range extra {
-		seen[k] = true
-	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return sets.List(seen)
 }
 
 // objects lists the metadata of every object of the kinds to check (paged, one list per kind

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -100,19 +101,7 @@ type Fleet struct {
 
 // names returns every region that has a Lease or a Region, sorted.
 func (f *Fleet) names() []string {
-	seen := map[string]bool{}
-	for n := range f.Shards {
-		seen[n] = true
-	}
-	for n := range f.Regions {
-		seen[n] = true
-	}
-	out := make([]string, 0, len(seen))
-	for n := range seen {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return sets.List(sets.KeySet(f.Shards).Union(sets.KeySet(f.Regions)))
 }
 
 // shardList returns the shard records sorted by region.

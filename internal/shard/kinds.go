@@ -2,8 +2,6 @@ package shard
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/regionsync/regionsync/internal/fleetspec"
 )
 
 // FieldManager is the field manager of every write regionsync makes (server-side apply, status,
@@ -22,9 +20,4 @@ func KindName(gvk schema.GroupVersionKind) string {
 // ListGVK is the list kind of gvk.
 func ListGVK(gvk schema.GroupVersionKind) schema.GroupVersionKind {
 	return gvk.GroupVersion().WithKind(gvk.Kind + "List")
-}
-
-// GVK is the kind of a configured resource.
-func GVK(r fleetspec.Resource) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
 }

@@ -53,7 +53,7 @@ type LeaseTimings struct {
 func (s *Settings) GVKs() []schema.GroupVersionKind {
 	out := make([]schema.GroupVersionKind, len(s.Resources))
 	for i, r := range s.Resources {
-		out[i] = shard.GVK(r)
+		out[i] = r.GroupVersionKind()
 	}
 	return out
 }

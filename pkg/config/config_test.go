@@ -384,7 +384,7 @@ func TestConfigSecretFanOut(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if r := cfg.Resources[0]; !fleetspec.IsSecret(r.Group, r.Kind) || r.FanOut == nil || !r.FanOut.Enabled || !r.AllowPrivileged {
+				if r := cfg.Resources[0]; !fleetspec.IsSecret(r.Group, r.Kind) || !r.FanOutEnabled() || !r.AllowPrivileged {
 					t.Fatalf("decoded %+v", r)
 				}
 				return
@@ -499,11 +499,11 @@ func FuzzParse(f *testing.F) {
 			if fleetspec.IsDenied(r.Group, r.Kind) {
 				t.Fatalf("resources[%d] %s accepted", i, r.Kind)
 			}
-			if fleetspec.IsSecret(r.Group, r.Kind) && (r.FanOut == nil || !r.FanOut.Enabled || !r.AllowPrivileged || len(r.Secrets) > 0) {
+			if fleetspec.IsSecret(r.Group, r.Kind) && (!r.FanOutEnabled() || !r.AllowPrivileged || len(r.Secrets) > 0) {
 				t.Fatalf("resources[%d] Secret accepted without fan-out and allowPrivileged, or with secrets: %+v", i, r)
 			}
-			if r.Adoption != "" && r.Adoption != AdoptionRefuse && r.Adoption != AdoptionAdopt { // "": the library's default, Refuse
-				t.Fatalf("resources[%d] adoption %q", i, r.Adoption)
+			if a := cfg.Options(nil).WithDefaults().Resources[i].Adoption; a != AdoptionRefuse && a != AdoptionAdopt { // as the agent runs it
+				t.Fatalf("resources[%d] adoption %q (%q in the file)", i, a, r.Adoption)
 			}
 		}
 		protected := cfg.ProtectedNamespaces()

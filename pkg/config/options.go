@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,11 +57,6 @@ func (c *AgentConfig) Options(management *rest.Config) regionsync.Options {
 		})
 	}
 	return o
-}
-
-// GroupVersionKind is the kind r names.
-func (r ResourceConfig) GroupVersionKind() schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
 }
 
 // ManagementConfig loads the management cluster's client config from the kubeconfig file the

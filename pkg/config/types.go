@@ -24,6 +24,11 @@ const (
 type (
 	// ShardConfig is the shard definition, the library's regionsync.Shard.
 	ShardConfig = regionsync.Shard
+	// ResourceConfig is one kind to sync, named by its group, version and kind (the agent syncs
+	// every kind of a file as an unstructured object); its other fields are regionsync.Resource's.
+	// It is the engine's own description of a kind: the file's value reaches Options one way
+	// (AgentConfig.Options), and the engine's settings are built from Options, never from it.
+	ResourceConfig = fleetspec.Resource
 	// FanOutConfig configures namespace fan-out for one kind, the library's regionsync.FanOut.
 	FanOutConfig = regionsync.FanOut
 	// LeaseTimings times a Lease.
@@ -47,32 +52,6 @@ const (
 	AdoptionAdopt   = regionsync.AdoptionAdopt
 	AdoptionRefuse  = regionsync.AdoptionRefuse
 )
-
-// ResourceConfig is one kind to sync, named by its group, version and kind (the agent syncs every
-// kind of a file as unstructured objects). The other fields are regionsync.Resource's.
-type ResourceConfig struct {
-	Group   string `json:"group"`
-	Version string `json:"version"`
-	Kind    string `json:"kind"`
-	// Secrets names local Secrets, controlled by the local object, that are uploaded to
-	// "<name><remoteResourceSuffix>" in the remote namespace.
-	Secrets []string `json:"secrets,omitempty"`
-	// Strategy is Replace (default) or Apply.
-	Strategy Strategy `json:"strategy,omitempty"`
-	// Adoption is Refuse (default) or Adopt.
-	Adoption AdoptionPolicy `json:"adoption,omitempty"`
-	// AllowPrivileged must be true to sync a kind that grants privileges in the region (RBAC
-	// objects, ServiceAccounts, admission configuration, CRDs, APIServices, PriorityClasses,
-	// cluster-scoped kinds).
-	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
-	// DeletePropagation is used when deleting the local object (default Foreground).
-	DeletePropagation metav1.DeletionPropagation `json:"deletePropagation,omitempty"`
-	// Concurrency is the number of parallel reconciles for this kind (default 4).
-	Concurrency int `json:"concurrency,omitempty"`
-	// FanOut lets management objects of this kind ask for namespace fan-out; nil or disabled:
-	// such objects are refused as invalid.
-	FanOut *FanOutConfig `json:"fanOut,omitempty"`
-}
 
 // TypeMeta is the apiVersion and kind every configuration file carries.
 func TypeMeta() metav1.TypeMeta { return metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind} }

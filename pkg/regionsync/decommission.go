@@ -190,7 +190,7 @@ func Decommission(ctx context.Context, opts Options, local client.Client, d Deco
 	}
 	var targets []*target
 	for _, r := range cfg.Resources {
-		gvk := shard.GVK(r)
+		gvk := r.GroupVersionKind()
 		ts, err := dc.targets(ctx, gvk, r.DeletePropagation)
 		if err != nil {
 			return report, err
@@ -522,7 +522,7 @@ func (dc *decommissioner) ownsNamespace(ns *corev1.Namespace, t *target) bool {
 // mark in the copy's namespace.
 func (dc *decommissioner) aloneInNamespace(ctx context.Context, t *target) (bool, error) {
 	for _, r := range dc.cfg.Resources {
-		gvk := shard.GVK(r)
+		gvk := r.GroupVersionKind()
 		list := newList(gvk)
 		err := dc.local.List(ctx, list, client.InNamespace(t.localKey.Namespace), client.MatchingLabels{dc.keys.Region: dc.cfg.Region}, client.Limit(2))
 		switch {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
@@ -77,9 +78,10 @@ telemetry: {heartbeatInterval: 45s}
 	}
 }
 
-// A minimal file gets the library's defaults, once, where the file leaves them to it, and the
-// binary's own where it has them (a 5 s start jitter, the claim per fleet in the leader-election
-// namespace).
+// A minimal file gets the library's defaults, once, where the file leaves them to it: its settings
+// are exactly those of the same agent described as Options (TestOptionsDefaults holds those), but
+// for what the binary sets itself: a 5 s start jitter, and the claim per fleet in the
+// leader-election namespace.
 func TestConfigFileDefaultsReachEngine(t *testing.T) {
 	cfg := parseFile(t, `apiVersion: regionsync.dev/v1alpha1
 kind: AgentConfig
@@ -91,25 +93,21 @@ resources: [{group: demo.regionsync.dev, version: v1alpha1, kind: Tenant}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &syncer.Settings{
-		Region: "eu-west-1", AnnotationDomain: fleetspec.DefaultAnnotationDomain,
-		ManagementNamespace: fleetspec.DefaultManagementNamespace, FleetNamespace: fleetspec.DefaultLeaderNamespace,
-		Resources: []fleetspec.Resource{{
-			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant", Strategy: fleetspec.StrategyReplace,
-			Adoption: fleetspec.AdoptionRefuse, DeletePropagation: "Foreground", Concurrency: fleetspec.DefaultConcurrency,
-		}},
-		DeletionBudget: budget.Budget{MaxFraction: fleetspec.DefaultDeletionMaxFraction, MinObjects: fleetspec.DefaultDeletionMinObjects,
-			Window: fleetspec.DefaultDeletionWindow},
-		ResyncPeriod: fleetspec.DefaultResyncPeriod,
-		StartJitter:  fleetspec.DefaultStartJitter,
-		Claim: syncer.LeaseTimings{LeaseDuration: fleetspec.DefaultClaimLeaseDuration, RenewDeadline: fleetspec.DefaultClaimRenewDeadline,
-			RetryPeriod: fleetspec.DefaultClaimRetryPeriod},
+	tenant := &unstructured.Unstructured{}
+	tenant.SetGroupVersionKind(cfg.Resources[0].GroupVersionKind())
+	_, want, err := regionsync.Complete(regionsync.Options{
+		Region: "eu-west-1", Management: regionsync.Management{Config: &rest.Config{}, StartJitter: fleetspec.DefaultStartJitter},
+		Resources: []regionsync.Resource{{Object: tenant}},
+		Claim:     regionsync.Claim{Scope: regionsync.ClaimPerFleet, FleetNamespace: fleetspec.DefaultLeaderNamespace},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("settings\n got %+v\nwant %+v", s, want)
 	}
-	if o.Claim.Scope != regionsync.ClaimPerFleet {
-		t.Fatalf("claim scope %q, want %q", o.Claim.Scope, regionsync.ClaimPerFleet)
+	if o.Claim.Scope != regionsync.ClaimPerFleet || s.StartJitter != fleetspec.DefaultStartJitter || s.DeletionBudget.MaxFraction != fleetspec.DefaultDeletionMaxFraction {
+		t.Fatalf("claim scope %q, start jitter %s, deletion budget %+v", o.Claim.Scope, s.StartJitter, s.DeletionBudget)
 	}
 }
 
