@@ -969,14 +969,20 @@ func TestHubAdmission(t *testing.T) {
 	denyMsg := func(user, sa string) string {
 		return "spec.serviceAccountName: " + user + " may not impersonate ServiceAccount " + ns + "/" + sa
 	}
-	// The policies are loaded asynchronously: wait until a dry run is refused.
-	testenv.Eventually(t, "the policy refuses alice naming ServiceAccount powerful", 30*time.Second, func() error {
-		err := alice.Create(bg, dist("probe", "powerful"), client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), denyMsg("alice", "powerful")) {
-			return fmt.Errorf("answered %v", err)
-		}
-		return nil
-	})
+	// The API server loads each policy and its binding asynchronously, one by one: wait until a dry
+	// run is refused by each of them before asserting anything.
+	for _, probe := range []struct{ sa, want string }{
+		{"powerful", denyMsg("alice", "powerful")}, // regionsync-distribution-author
+		{"", "spec.serviceAccountName: required"},  // regionsync-distribution-serviceaccount
+	} {
+		testenv.Eventually(t, fmt.Sprintf("a policy refuses alice naming ServiceAccount %q", probe.sa), 30*time.Second, func() error {
+			err := alice.Create(bg, dist("probe", probe.sa), client.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), probe.want) {
+				return fmt.Errorf("answered %v", err)
+			}
+			return nil
+		})
+	}
 	refused("alice names powerful", alice.Create(bg, dist("acme", "powerful")), denyMsg("alice", "powerful"), "regionsync-distribution-author")
 	refused("alice names none", alice.Create(bg, dist("acme", "")), "spec.serviceAccountName: required")
 	d := dist("acme", "placer")
