@@ -438,15 +438,22 @@ func (f *KindFleet) managementIPServer() (string, error) {
 
 // withImage points the agent Deployment at the image under test.
 func withImage(objs []*unstructured.Unstructured, image string) []*unstructured.Unstructured {
+	return eachDeploymentContainer(objs, func(c map[string]any) {
+		c["image"] = image
+		c["imagePullPolicy"] = "IfNotPresent"
+	})
+}
+
+// eachDeploymentContainer changes every container of every Deployment among objs with change,
+// in place, and returns objs.
+func eachDeploymentContainer(objs []*unstructured.Unstructured, change func(container map[string]any)) []*unstructured.Unstructured {
 	for _, o := range objs {
 		if o.GetKind() != deploymentKind {
 			continue
 		}
 		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 		for i := range containers {
-			c := containers[i].(map[string]any)
-			c["image"] = image
-			c["imagePullPolicy"] = "IfNotPresent"
+			change(containers[i].(map[string]any))
 		}
 		_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
 	}
@@ -751,26 +758,17 @@ func kindGateway() (string, error) {
 // of every Deployment, as an operator would in a region's overlay.
 func withOTLPEndpoint(objs []*unstructured.Unstructured, endpoint string) []*unstructured.Unstructured {
 	add := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
-	for _, o := range objs {
-		if o.GetKind() != deploymentKind {
-			continue
-		}
-		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		for i := range containers {
-			c := containers[i].(map[string]any)
-			env, _ := c["env"].([]any)
-			var kept []any
-			for _, e := range env {
-				if name, _ := e.(map[string]any)["name"].(string); add[name] == "" {
-					kept = append(kept, e)
-				}
+	return eachDeploymentContainer(objs, func(c map[string]any) {
+		env, _ := c["env"].([]any)
+		var kept []any
+		for _, e := range env {
+			if name, _ := e.(map[string]any)["name"].(string); add[name] == "" {
+				kept = append(kept, e)
 			}
-			for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_BSP_SCHEDULE_DELAY"} {
-				kept = append(kept, map[string]any{"name": name, "value": add[name]})
-			}
-			c["env"] = kept
 		}
-		_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
-	}
-	return objs
+		for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_BSP_SCHEDULE_DELAY"} {
+			kept = append(kept, map[string]any{"name": name, "value": add[name]})
+		}
+		c["env"] = kept
+	})
 }

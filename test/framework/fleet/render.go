@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,30 +104,26 @@ func RenderHub(deployDir string, o HubOverlay) ([]*unstructured.Unstructured, *h
 		}
 		objs = append(objs, rendered...)
 	}
-	for _, obj := range objs {
-		// The generator appends a content hash to the name.
-		if obj.GetKind() != "ConfigMap" || !strings.HasPrefix(obj.GetName(), hubConfigMap) {
-			continue
-		}
-		data, _, _ := unstructured.NestedString(obj.Object, "data", "config.yaml")
-		cfg, err := hub.ParseConfig([]byte(data))
-		if err != nil {
-			return nil, nil, fmt.Errorf("ConfigMap %s: %w", obj.GetName(), err)
-		}
-		if o.LivenessGrace == 0 {
-			return objs, cfg, nil
-		}
-		cfg.Liveness.Grace = metav1.Duration{Duration: o.LivenessGrace}
-		out, err := yaml.Marshal(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := unstructured.SetNestedField(obj.Object, string(out), "data", "config.yaml"); err != nil {
-			return nil, nil, err
-		}
+	obj, data := deploy.GeneratedConfigMap(objs, hubConfigMap, "config.yaml")
+	if obj == nil {
+		return nil, nil, fmt.Errorf("no ConfigMap %s in deploy/%s", hubConfigMap, o.Path)
+	}
+	cfg, err := hub.ParseConfig([]byte(data))
+	if err != nil {
+		return nil, nil, fmt.Errorf("ConfigMap %s: %w", obj.GetName(), err)
+	}
+	if o.LivenessGrace == 0 {
 		return objs, cfg, nil
 	}
-	return nil, nil, fmt.Errorf("no ConfigMap %s in deploy/%s", hubConfigMap, o.Path)
+	cfg.Liveness.Grace = metav1.Duration{Duration: o.LivenessGrace}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := unstructured.SetNestedField(obj.Object, string(out), "data", "config.yaml"); err != nil {
+		return nil, nil, err
+	}
+	return objs, cfg, nil
 }
 
 // waitEstablished waits until every CustomResourceDefinition among objs is Established, so that
