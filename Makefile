@@ -31,7 +31,7 @@ test-nightly: control-plane build test-rules ## make test plus the long soaks (b
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags integration,nightly -p $(TEST_PARALLEL) -count=1 -timeout $(NIGHTLY_TIMEOUT) ./...
 
 E2E_TIMEOUT ?= 20m
-test-e2e: control-plane ## End-to-end scenarios on the local provider (management + 3 regions, 2 added by the scenarios; agents and the hub as processes).
+test-e2e: control-plane ## End-to-end scenarios on a local fleet (fleet.StartLocal: management + 3 regions, 2 added by the scenarios; agents and the hub as processes).
 	KUBEBUILDER_ASSETS="$(CONTROL_PLANE)" $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/
 
 # kind: hack/kind/ builds a node image with no registry (Debian packages + Go module proxy), cached

@@ -21,6 +21,7 @@ import (
 
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -330,7 +331,7 @@ type suite struct {
 	concurrency           int
 	failed                bool
 	pairs, basePairs      []pair
-	agents                []*agentProc // the main region's replicas
+	agents                []*fleet.Replica // the main region's replicas
 	region                string
 	heapSynced            uint64
 	cfgPath               string
@@ -431,7 +432,7 @@ func (b *suite) initialSync(n int, last bool) {
 	}
 	// Both replicas' CPU profiles over 15 s of the last size's initial sync (from a fifth of
 	// it), for go tool pprof: where the agent's time per object goes, leader and warm standby.
-	var started atomic.Pointer[[]*agentProc]
+	var started atomic.Pointer[[]*fleet.Replica]
 	var profiling sync.WaitGroup
 	if last && n >= 1000 {
 		marks = append(marks, milestone{at: n / 5, fn: func() {
@@ -442,9 +443,9 @@ func (b *suite) initialSync(n int, last bool) {
 			}
 			for _, a := range *agents {
 				profiling.Go(func() {
-					path := filepath.Join(b.dir, fmt.Sprintf("cpu-initial-%d-%s.pb.gz", n, a.name))
-					if err := saveProfile(ctx, a.pprof, "profile?seconds=15", path); err != nil {
-						b.r.note("initial sync of %d: no CPU profile of %s: %v", n, a.name, err)
+					path := filepath.Join(b.dir, fmt.Sprintf("cpu-initial-%d-%s.pb.gz", n, a.Name))
+					if err := saveProfile(ctx, a.Pprof, "profile?seconds=15", path); err != nil {
+						b.r.note("initial sync of %d: no CPU profile of %s: %v", n, a.Name, err)
 					}
 				})
 			}
@@ -463,7 +464,7 @@ func (b *suite) initialSync(n int, last bool) {
 	profileAPIServers("agent")
 	done := b.tr.startCount(region, n, marks...)
 	start := time.Now()
-	agents := make([]*agentProc, 0, e.replicas)
+	agents := make([]*fleet.Replica, 0, e.replicas)
 	for i := range e.replicas {
 		a, err := e.startAgent(fmt.Sprintf("%s-replica-%d", region, i), cfgPath)
 		if err != nil {
@@ -568,7 +569,7 @@ func (b *suite) initialSync(n int, last bool) {
 	}
 	if !last {
 		for _, a := range agents {
-			a.stop(syscall.SIGTERM)
+			a.Stop(syscall.SIGTERM)
 		}
 		return
 	}
@@ -618,13 +619,13 @@ func (b *suite) runPlain(n int, set, what string, start func()) plainRun {
 }
 
 // leader returns the main region's replica that syncs and another running one (nil when none).
-func (b *suite) leader() (*agentProc, *agentProc) {
-	var leader, standby *agentProc
+func (b *suite) leader() (*fleet.Replica, *fleet.Replica) {
+	var leader, standby *fleet.Replica
 	deadline := time.Now().Add(30 * time.Second)
 	for leader == nil && time.Now().Before(deadline) {
 		h := b.e.holder(b.ctx, b.region)
 		for _, a := range b.agents {
-			if a.name == h && a.proc.Alive() {
+			if a.Name == h && a.Alive() {
 				leader = a
 			}
 		}
@@ -633,7 +634,7 @@ func (b *suite) leader() (*agentProc, *agentProc) {
 		}
 	}
 	for _, a := range b.agents {
-		if a != leader && a.proc.Alive() {
+		if a != leader && a.Alive() {
 			standby = a
 		}
 	}

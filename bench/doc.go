@@ -1,7 +1,7 @@
 // Package bench is regionsync's benchmark suite (make bench, docs/performance.md): real API servers
-// (etcd + kube-apiserver from test/framework/testenv), the agent binary as processes with the shipped
-// overlays' configuration, and every figure set against a baseline measured in the same run,
-// printed as one table.
+// (etcd + kube-apiserver, launched with the shipped overlays by test/framework/fleet's StartLocal),
+// the agent binary as processes with the overlays' configuration, and every figure set against a
+// baseline measured in the same run, printed as one table.
 //
 // The suite is a test behind the build tag "bench", so go test ./... never runs it:
 //

@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -22,6 +21,7 @@ import (
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 )
 
 // fanOutRegion is the region of the fan-out figure's agent.
@@ -95,7 +95,7 @@ func fanOutRBAC() []client.Object {
 		}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: agentServiceAccount, Namespace: agentNamespace}}},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: fleet.AgentServiceAccount, Namespace: fleet.AgentNamespace}}},
 	}
 }
 
@@ -107,10 +107,7 @@ func (e *env) writeFanOutConfig(cfg *config.AgentConfig) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cfg.Management.Kubeconfig = kc
-	cfg.Management.CredentialRenewal = config.CredentialRenewalConfig{}
-	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
-	return agentconfig.WriteConfig(filepath.Join(e.dir, cfg.Region+"-agent.yaml"), cfg)
+	return e.f.WriteAgentConfig(cfg, kc)
 }
 
 // fanOut measures namespace fan-out: one ConfigMap into n namespaces by one agent (its own
@@ -171,7 +168,7 @@ func (b *suite) fanOut() {
 	}
 	cfg.Region = fanOutRegion
 	cfg.Shard = fleetspec.Shard{RemoteResourceSuffix: "-" + fanOutRegion, NamespacePrefix: "fan-"}
-	cfg.Resources = []config.ResourceConfig{{Version: "v1", Kind: "ConfigMap", Concurrency: b.concurrency,
+	cfg.Resources = []fleetspec.Resource{{Version: "v1", Kind: "ConfigMap", Concurrency: b.concurrency,
 		FanOut: &fleetspec.FanOut{Enabled: true, WideSourceNamespaces: []string{src}}}}
 	cfgPath, err := b.e.writeFanOutConfig(cfg)
 	if err != nil {
@@ -183,19 +180,19 @@ func (b *suite) fanOut() {
 		b.errorf("fan-out: %v", err)
 		return
 	}
-	defer agent.stop(syscall.SIGTERM)
+	defer agent.Stop(syscall.SIGTERM)
 	if err := waitPprof(b.ctx, agent, time.Minute); err != nil {
 		b.errorf("fan-out: %v", err)
 		return
 	}
 	for deadline := time.Now().Add(2 * time.Minute); b.e.holder(b.ctx, fanOutRegion) == ""; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) || !agent.proc.Alive() {
-			b.errorf("fan-out: the agent never claimed its shard (log %s)", agent.logPath)
+		if time.Now().After(deadline) || !agent.Alive() {
+			b.errorf("fan-out: the agent never claimed its shard (log %s)", agent.Log)
 			return
 		}
 	}
 	time.Sleep(5 * time.Second) // caches warm, the claim's first pass over (nothing to do)
-	h0, err := liveHeap(b.ctx, agent.pprof)
+	h0, err := liveHeap(b.ctx, agent.Pprof)
 	if err != nil {
 		b.errorf("fan-out: %v", err)
 		return
@@ -221,7 +218,7 @@ func (b *suite) fanOut() {
 	}
 	last, ok := cw.wait(n, "", 10*time.Minute)
 	if !ok {
-		b.errorf("fan-out: not every namespace got its copy within 10 minutes (log %s)", agent.logPath)
+		b.errorf("fan-out: not every namespace got its copy within 10 minutes (log %s)", agent.Log)
 		return
 	}
 	all := last.Sub(start)
@@ -236,7 +233,7 @@ func (b *suite) fanOut() {
 		fmt.Sprintf("%.1f×", all.Seconds()/plain.Seconds()), target("fanout-time").RowText(), "")
 	b.r.add("fan-out: region writes per namespace (ConfigMap creates/updates/deletes)", fmt.Sprintf("%.2f", writes), fmt.Sprintf("%.2f", plainWrites),
 		fmt.Sprintf("%.2f", writes/plainWrites), target("fanout-writes-per-namespace").RowText(), verdict(target("fanout-writes-per-namespace").Met(round2(writes))))
-	if h1, err := liveHeap(b.ctx, agent.pprof); err == nil {
+	if h1, err := liveHeap(b.ctx, agent.Pprof); err == nil {
 		b.r.add(fmt.Sprintf("fan-out: agent heap per copy (live heap after GC, %d copies)", n), kb(float64(int64(h1)-int64(h0))/float64(n)), "-", "-", target("fanout-heap-per-copy").RowText(), "")
 	}
 

@@ -17,6 +17,7 @@ import (
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 )
 
 func tenantRef(namespace, name string) *demov1alpha1.Tenant {
@@ -31,7 +32,7 @@ func (b *suite) heap() {
 		return
 	}
 	time.Sleep(5 * time.Second) // the last events are processed
-	h, err := liveHeap(b.ctx, leader.pprof)
+	h, err := liveHeap(b.ctx, leader.Pprof)
 	if err != nil {
 		b.errorf("heap: %v", err)
 		return
@@ -39,11 +40,11 @@ func (b *suite) heap() {
 	b.heapSynced = h
 	n := len(b.pairs)
 	per := float64(h) / float64(n)
-	_ = saveHeapProfile(b.ctx, leader.pprof, filepath.Join(b.dir, fmt.Sprintf("heap-leader-%d.pb.gz", n)))
-	extra := fmt.Sprintf("RSS %.0f MB", float64(rss(leader.proc.Cmd.Process.Pid))/(1<<20))
+	_ = saveHeapProfile(b.ctx, leader.Pprof, filepath.Join(b.dir, fmt.Sprintf("heap-leader-%d.pb.gz", n)))
+	extra := fmt.Sprintf("RSS %.0f MB", float64(rss(leader.Proc.Cmd.Process.Pid))/(1<<20))
 	if standby != nil {
-		if sh, err := liveHeap(b.ctx, standby.pprof); err == nil {
-			extra += fmt.Sprintf("; warm standby %s/object, RSS %.0f MB", kb(float64(sh)/float64(n)), float64(rss(standby.proc.Cmd.Process.Pid))/(1<<20))
+		if sh, err := liveHeap(b.ctx, standby.Pprof); err == nil {
+			extra += fmt.Sprintf("; warm standby %s/object, RSS %.0f MB", kb(float64(sh)/float64(n)), float64(rss(standby.Proc.Cmd.Process.Pid))/(1<<20))
 		}
 	}
 	// The reference is gravitational/sync-controller's live heap per synced object at 10,000
@@ -165,7 +166,7 @@ func (b *suite) latency() {
 			defer close(profiled)
 			if leader, _ := b.leader(); leader != nil {
 				path := filepath.Join(b.dir, fmt.Sprintf("cpu-leader-%dps.pb.gz", rate))
-				if err := saveProfile(b.ctx, leader.pprof, fmt.Sprintf("profile?seconds=%d", int(b.p.Churn.Seconds())), path); err != nil {
+				if err := saveProfile(b.ctx, leader.Pprof, fmt.Sprintf("profile?seconds=%d", int(b.p.Churn.Seconds())), path); err != nil {
 					b.r.note("latency at %d/s: no CPU profile: %v", rate, err)
 				}
 			}
@@ -262,7 +263,7 @@ func (b *suite) failover() {
 		value := fmt.Sprintf("failover-%d", c.sig)
 		pr := b.tr.expect(sideLocal, k, value)
 		t0 := pr.t0
-		go leader.stop(c.sig)
+		go leader.Stop(c.sig)
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"displayName": value}})
 		if err := b.mgmtAdmin.Patch(b.ctx, tenantRef(k.Namespace, k.Name+"-"+b.region), client.RawPatch(types.MergePatchType, patch)); err != nil {
 			b.errorf("failover: %v", err)
@@ -270,7 +271,7 @@ func (b *suite) failover() {
 		}
 		var takeover time.Duration
 		for time.Since(t0) < 60*time.Second {
-			if h := b.e.holder(b.ctx, b.region); h != "" && h != leader.name {
+			if h := b.e.holder(b.ctx, b.region); h != "" && h != leader.Name {
 				takeover = time.Since(t0)
 				break
 			}
@@ -285,8 +286,8 @@ func (b *suite) failover() {
 			fmt.Sprintf("%s / %s / %s", secs(takeover), secsOK(arrival, ok), after), "-", "-",
 			fmt.Sprintf("%s ≤ %s; %s", c.takeover.Label, c.takeover.Limit(c.over), firstSync.RowText()),
 			verdict(ok && takeover > 0 && takeover <= c.takeover.Limit(c.over) && firstSync.MetDuration(arrival-takeover)))
-		<-leader.proc.Done()
-		repl, err := b.e.startAgent(leader.name+"-next", b.cfgPath)
+		<-leader.Proc.Done()
+		repl, err := b.e.startAgent(leader.Name+"-next", b.cfgPath)
 		if err != nil {
 			b.errorf("failover: %v", err)
 			return
@@ -325,12 +326,12 @@ func secsOK(d time.Duration, ok bool) string {
 // Lease, then as long as a region's claim and its pass over the synced set take to settle.
 func (b *suite) mainAgentsRunning() error {
 	for _, a := range b.agents {
-		if a.proc.Alive() {
+		if a.Alive() {
 			return nil
 		}
 	}
 	b.restarts++
-	agents := make([]*agentProc, 0, b.e.replicas)
+	agents := make([]*fleet.Replica, 0, b.e.replicas)
 	for i := range b.e.replicas {
 		a, err := b.e.startAgent(fmt.Sprintf("%s-replica-%d-restart-%d", b.region, i, b.restarts), b.cfgPath)
 		if err != nil {
@@ -352,7 +353,7 @@ func (b *suite) mainAgentsRunning() error {
 // BENCH_FLEET_OBJECTS synced Tenants), all sharing one regional API server.
 func (b *suite) idle() {
 	for _, a := range b.agents {
-		a.stop(syscall.SIGTERM)
+		a.Stop(syscall.SIGTERM)
 	}
 	time.Sleep(b.settle()) // the agents' release and the API server's work after it are over
 	background, err := b.mgmtWindow(b.idleWindow())
@@ -360,7 +361,7 @@ func (b *suite) idle() {
 		b.errorf("idle: %v", err)
 		return
 	}
-	var agents []*agentProc
+	var agents []*fleet.Replica
 	var names []string
 	for i := range b.p.Idle {
 		names = append(names, fmt.Sprintf("idle-%02d", i))
@@ -398,8 +399,8 @@ func (b *suite) idle() {
 			i++
 			continue
 		}
-		if time.Now().After(deadline) || !agents[i].proc.Alive() {
-			b.errorf("idle: region idle-%02d has no shard holder (agent alive: %v; log %s)", i, agents[i].proc.Alive(), agents[i].logPath)
+		if time.Now().After(deadline) || !agents[i].Alive() {
+			b.errorf("idle: region idle-%02d has no shard holder (agent alive: %v; log %s)", i, agents[i].Alive(), agents[i].Log)
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -416,15 +417,15 @@ func (b *suite) idle() {
 	b.r.add(idleCostFigure(len(agents), "agent processes"), cost.text(), cost.baselineText(), "-", "writes "+target("idle-writes-per-region").RowText(), verdict(target("idle-writes-per-region").Met(cost.writes)))
 	b.r.note("idle regions: management writes with %d idle regions: %s over %.0f s", len(agents), busy.writesSummary(), busy.seconds)
 	b.r.note("idle regions: management's other requests with %d idle regions: %s over %.0f s", len(agents), busy.readsSummary(), busy.seconds)
-	if h, err := liveHeap(b.ctx, agents[0].pprof); err == nil {
-		b.r.note("an idle agent's live heap after GC: %.1f MB; RSS %.0f MB", float64(h)/(1<<20), float64(rss(agents[0].proc.Cmd.Process.Pid))/(1<<20))
+	if h, err := liveHeap(b.ctx, agents[0].Pprof); err == nil {
+		b.r.note("an idle agent's live heap after GC: %.1f MB; RSS %.0f MB", float64(h)/(1<<20), float64(rss(agents[0].Proc.Cmd.Process.Pid))/(1<<20))
 		if b.heapSynced > h && len(b.pairs) > 0 {
 			b.r.note("heap per synced object without the idle agent's heap: (%.1f MB − %.1f MB) ÷ %d = %s",
 				float64(b.heapSynced)/(1<<20), float64(h)/(1<<20), len(b.pairs), kb(float64(b.heapSynced-h)/float64(len(b.pairs))))
 		}
 	}
 	for _, a := range agents {
-		go a.stop(syscall.SIGTERM)
+		go a.Stop(syscall.SIGTERM)
 	}
 }
 
@@ -476,7 +477,7 @@ func (b *suite) leaderHeap(figure string) (h uint64, ok bool) {
 		b.errorf("%s: no leader", figure)
 		return 0, false
 	}
-	h, err := liveHeap(b.ctx, leader.pprof)
+	h, err := liveHeap(b.ctx, leader.Pprof)
 	if err != nil {
 		b.errorf("%s: %v", figure, err)
 		return 0, false

@@ -327,7 +327,7 @@ func idleCostFigure(n int, kind string) string {
 // at the largest count, every region restarting at once.
 func (b *suite) fleet() {
 	for _, a := range b.agents {
-		a.stop(syscall.SIGTERM)
+		a.Stop(syscall.SIGTERM)
 	}
 	counts := append([]int(nil), b.p.FleetRegions...)
 	sort.Ints(counts)

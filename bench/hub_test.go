@@ -28,6 +28,7 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -197,7 +198,7 @@ func (w *hubWindow) dbGrowth() float64 {
 // hubFigures is the hub figure.
 func (b *suite) hubFigures() {
 	for _, a := range b.agents { // the main region's agents have nothing to do here
-		a.stop(syscall.SIGTERM)
+		a.Stop(syscall.SIGTERM)
 	}
 	n := b.p.HubRegions
 	names := make([]string, n)
@@ -266,7 +267,7 @@ func (b *suite) hubFigures() {
 	hubs, err := b.startHubs(ctx, "hub")
 	defer func() {
 		for _, h := range hubs {
-			h.stop(syscall.SIGTERM)
+			h.Stop(syscall.SIGTERM)
 		}
 	}()
 	if err != nil {
@@ -482,15 +483,15 @@ func (b *suite) waitDistStatus(ctx context.Context, ns, name string, n int, time
 // hubScale creates BENCH_HUB_DISTRIBUTIONS Distributions over the regions (whose agents are
 // stopped) and measures the time until every one is Applied and the hub's live heap per
 // per-region object.
-func (b *suite) hubScale(ctx context.Context, regions []string, hubs []*agentProc) {
+func (b *suite) hubScale(ctx context.Context, regions []string, hubs []*fleet.Replica) {
 	k, n := b.p.HubDistributions, len(regions)
 	objects := k * n
 	heaps := func() ([]uint64, error) {
 		out := make([]uint64, 0, len(hubs))
 		for _, h := range hubs {
-			v, err := liveHeap(ctx, h.pprof)
+			v, err := liveHeap(ctx, h.Pprof)
 			if err != nil {
-				return nil, fmt.Errorf("the live heap of %s: %w", h.name, err)
+				return nil, fmt.Errorf("the live heap of %s: %w", h.Name, err)
 			}
 			out = append(out, v)
 		}
@@ -550,11 +551,11 @@ func (b *suite) hubScale(ctx context.Context, regions []string, hubs []*agentPro
 			lead, growth = i, g
 		}
 	}
-	_ = saveHeapProfile(ctx, hubs[lead].pprof, filepath.Join(b.dir, fmt.Sprintf("heap-hub-%d.pb.gz", objects)))
+	_ = saveHeapProfile(ctx, hubs[lead].Pprof, filepath.Join(b.dir, fmt.Sprintf("heap-hub-%d.pb.gz", objects)))
 	per := float64(growth) / float64(objects)
 	parts := make([]string, 0, len(hubs))
 	for i, h := range hubs {
-		parts = append(parts, fmt.Sprintf("%s %s → %s", h.name, mb(float64(h0[i])), mb(float64(h1[i]))))
+		parts = append(parts, fmt.Sprintf("%s %s → %s", h.Name, mb(float64(h0[i])), mb(float64(h1[i]))))
 	}
 	b.r.add(fmt.Sprintf("hub: live heap per per-region object, %d Distributions × %d regions (%d objects)", k, n, objects),
 		kbText(per), "-", "-", target("hub-heap-per-object").RowText(), verdict(target("hub-heap-per-object").Met(per/1024)))

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
@@ -38,7 +35,7 @@ import (
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
-	"github.com/regionsync/regionsync/test/framework/deploy"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -157,7 +154,7 @@ func handler(record func(any)) toolscache.ResourceEventHandler {
 // rollout is the rollout figure.
 func (b *suite) rollout() {
 	for _, a := range b.agents { // the main region's agents have nothing to do here
-		a.stop(syscall.SIGTERM)
+		a.Stop(syscall.SIGTERM)
 	}
 	n, soak := b.p.RolloutRegions, b.p.RolloutSoak
 	names := make([]string, n)
@@ -220,7 +217,7 @@ func (b *suite) rollout() {
 	hubs, err := b.startHubs(ctx, "rollout")
 	defer func() {
 		for _, h := range hubs {
-			h.stop(syscall.SIGTERM)
+			h.Stop(syscall.SIGTERM)
 		}
 	}()
 	if err != nil {
@@ -526,7 +523,7 @@ func (b *suite) placerNamespace(ctx context.Context, ns string, regions []string
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: rolloutSA}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regionsync-hub-impersonate"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "regionsync-hub-impersonate"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: "regionsync-hub"}}},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: fleet.AgentNamespace, Name: fleet.HubServiceAccount}}},
 	)
 	for _, r := range regions {
 		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantoperator.TokenSecretName + "-" + r}})
@@ -618,85 +615,15 @@ func (b *suite) waitRegionsLive(ctx context.Context, regions []string, timeout t
 	return nil
 }
 
-// startHubs builds bin/hub, applies the shipped hub overlay on management (its ServiceAccount,
-// RBAC and admission policy; the Deployment stays unscheduled: its replicas run here as processes)
-// and starts as many hub processes as the Deployment has replicas, each with the overlay's
-// configuration (local ports) and the hub ServiceAccount's own token, and pprof on a local port.
-// figure names the processes and their logs.
-func (b *suite) startHubs(ctx context.Context, figure string) ([]*agentProc, error) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
+// startHubs builds bin/hub and starts the shipped hub overlay on management
+// (fleet.LocalFleet.StartHub: its ServiceAccount, RBAC and admission policy applied, the
+// Deployment left unscheduled, as many hub processes as it has replicas, each with the overlay's
+// configuration, the hub ServiceAccount's own token and pprof on a local port). figure names the
+// processes and their logs. The fleet stops them with the agents if the suite ends early.
+func (b *suite) startHubs(ctx context.Context, figure string) ([]*fleet.Replica, error) {
 	bin, err := testenv.BuildHub(b.dir)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := deploy.Render(filepath.Join(root, "deploy", "kustomize", "hub"))
-	if err != nil {
-		return nil, err
-	}
-	if err := deploy.Apply(ctx, b.e.mgmt.Client, objs); err != nil {
-		return nil, fmt.Errorf("the hub overlay: %w", err)
-	}
-	var cfg *hub.Config
-	for _, o := range objs {
-		if o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "regionsync-hub-config") {
-			data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
-			if cfg, err = hub.ParseConfig([]byte(data)); err != nil {
-				return nil, fmt.Errorf("the hub overlay's configuration: %w", err)
-			}
-		}
-	}
-	if cfg == nil {
-		return nil, fmt.Errorf("no ConfigMap regionsync-hub-config in deploy/kustomize/hub")
-	}
-	cfg.Telemetry.MetricsAddr, cfg.Telemetry.HealthAddr = "127.0.0.1:0", "127.0.0.1:0"
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
-	cfgPath := filepath.Join(b.dir, "hub.yaml")
-	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
-		return nil, err
-	}
-	replicas := int64(1)
-	if d := deploy.Find(objs, "Deployment", ""); d != nil {
-		if r, ok, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); ok {
-			replicas = r
-		}
-	}
-	token, err := b.e.mgmt.ServiceAccountTokenConfig(ctx, agentNamespace, "regionsync-hub")
-	if err != nil {
-		return nil, err
-	}
-	kc := filepath.Join(b.dir, "hub-kubeconfig")
-	if err := testenv.WriteKubeconfig(kc, "management", token); err != nil {
-		return nil, err
-	}
-	var hubs []*agentProc
-	for i := range replicas {
-		port, err := freePort()
-		if err != nil {
-			return hubs, err
-		}
-		name := fmt.Sprintf("%s-hub-%d", figure, i)
-		h := &agentProc{name: name, cfgPath: cfgPath, kubeconfig: kc, logPath: filepath.Join(b.dir, name+".log"),
-			pprof: fmt.Sprintf("127.0.0.1:%d", port)}
-		logFile, err := os.Create(h.logPath)
-		if err != nil {
-			return hubs, err
-		}
-		h.proc, err = testenv.StartReplica(testenv.Replica{Binary: bin, Name: h.name, Config: cfgPath, Kubeconfig: kc, PprofAddr: h.pprof,
-			Out: logFile, OnExit: func() { logFile.Close() }})
-		if err != nil {
-			logFile.Close()
-			return hubs, err
-		}
-		b.e.mu.Lock()
-		b.e.agents = append(b.e.agents, h) // stopped with the agents if the suite ends early
-		b.e.mu.Unlock()
-		hubs = append(hubs, h)
-	}
-	return hubs, nil
+	return b.e.f.StartHub(ctx, fleet.HubOptions{Binary: bin, Overlay: fleet.ShippedHub, Name: figure + "-hub"})
 }

@@ -13,11 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/clusterinventory"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -30,7 +30,7 @@ const clusterProfileNamespace = "regionsync-system"
 // regionsync, with the Region's Kubernetes version and properties, and conditions that follow the
 // Region's liveness: ControlPlaneHealthy Unknown (HeartbeatMissed) while a region's agents are
 // stopped, True once they run again, the other regions' profiles staying healthy.
-func RunClusterProfileScenario(t *testing.T, f Fleet) {
+func RunClusterProfileScenario(t *testing.T, f fleet.Fleet) {
 	ctx := context.Background()
 	regions := f.Regions()
 	t.Run("hub: one ClusterProfile per Region, with the Region's version and properties", func(t *testing.T) {
@@ -129,32 +129,4 @@ func waitProfile(t *testing.T, c client.Client, region string, status metav1.Con
 		}
 		return nil
 	})
-}
-
-// waitEstablished waits until every CustomResourceDefinition among objs is Established, so that
-// what is started next finds its kinds served.
-func waitEstablished(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
-	for _, o := range objs {
-		if o.GetKind() != "CustomResourceDefinition" {
-			continue
-		}
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			crd := &unstructured.Unstructured{}
-			crd.SetGroupVersionKind(o.GroupVersionKind())
-			if err := c.Get(ctx, client.ObjectKey{Name: o.GetName()}, crd); err != nil {
-				return false, err
-			}
-			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-			for _, cond := range conds {
-				if m, ok := cond.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CustomResourceDefinition %s Established: %w", o.GetName(), err)
-		}
-	}
-	return nil
 }

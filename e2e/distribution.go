@@ -30,6 +30,7 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
@@ -60,13 +61,13 @@ var writeTenantsRule = rbacv1.PolicyRule{APIGroups: []string{"demo.regionsync.de
 // RunDistributionScenario runs the hub's scenario on a fleet whose hub is deployed and to which
 // the add-a-region scenario (RunScenarios) has added a region with new-region.sh (the last of
 // Regions()): a Distribution of the demo Tenant, written by a tenant user and placed by the hub
-// as the tenant's ServiceAccount, by region selector over the other regions (three on the local
-// provider) with an override for one; a foreign
+// as the tenant's ServiceAccount, by region selector over the other regions (three on a local
+// fleet) with an override for one; a foreign
 // object at a per-region name refused and untouched; the added region, once labelled, receiving
 // it; a region leaving the placement losing its copy through the agent's finalizer; a shrink over
 // the guard held until confirmed; a ServiceAccount that may not write the kind placing nothing;
 // a Region judged HeartbeatMissed while its agents are stopped, Ready once they run again.
-func RunDistributionScenario(t *testing.T, f Fleet) {
+func RunDistributionScenario(t *testing.T, f fleet.Fleet) {
 	ctx := context.Background()
 	keys := shard.NewKeys("regionsync.dev")
 	regions := f.Regions()
@@ -93,7 +94,7 @@ func RunDistributionScenario(t *testing.T, f Fleet) {
 		// The hub's replicas elect one leader, as the overlay's 2 replicas do in a cluster.
 		testenv.Eventually(t, "a hub replica holds the hub's leader Lease", time.Minute, func() error {
 			l := &coordinationv1.Lease{}
-			if err := mgmt.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: "regionsync-hub"}, l); err != nil {
+			if err := mgmt.Get(ctx, client.ObjectKey{Namespace: fleet.AgentNamespace, Name: "regionsync-hub"}, l); err != nil {
 				return err
 			}
 			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
@@ -369,7 +370,7 @@ func RunDistributionScenario(t *testing.T, f Fleet) {
 
 // distScenario holds what the Distribution scenario's steps share.
 type distScenario struct {
-	f      Fleet
+	f      fleet.Fleet
 	keys   shard.Keys
 	author client.Client
 }
@@ -405,7 +406,7 @@ func (s *distScenario) tenantNamespace(t *testing.T, ns string, regions []string
 	hubBinding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regionsync-hub-impersonate"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "regionsync-hub-impersonate"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: hubServiceAccount}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: fleet.AgentNamespace, Name: fleet.HubServiceAccount}},
 	}
 	if err := c.Create(ctx, hubBinding); err != nil {
 		t.Fatal(err)

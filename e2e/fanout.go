@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,8 +25,8 @@ import (
 
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
-	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/test/framework/deploy"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -41,7 +40,7 @@ const fanOutLabel = "e2e.regionsync.dev/ca-bundle"
 
 // AddFanOutRegion writes the overlays of region name with fan-out for ConfigMaps
 // (WriteFanOutOverlays) and deploys the region.
-func AddFanOutRegion(t *testing.T, f Fleet, deployCopy, name string) {
+func AddFanOutRegion(t *testing.T, f fleet.Fleet, deployCopy, name string) {
 	t.Helper()
 	ctx := context.Background()
 	WriteFanOutOverlays(t, f, deployCopy, name)
@@ -53,7 +52,7 @@ func AddFanOutRegion(t *testing.T, f Fleet, deployCopy, name string) {
 
 // waitShardHolder waits until an agent of region holds its shard Lease.
 // On timeout it logs the end of the agents' logs (the region added last comes last).
-func waitShardHolder(t *testing.T, f Fleet, region string) {
+func waitShardHolder(t *testing.T, f fleet.Fleet, region string) {
 	t.Helper()
 	defer func() {
 		if !t.Failed() {
@@ -77,7 +76,7 @@ func waitShardHolder(t *testing.T, f Fleet, region string) {
 // registered shard, the RBAC add-on deploy/kustomize/agent-fanout in the agent overlay, the kind
 // readable by the region's identity on management and under the isolation policy, whose change
 // it applies).
-func WriteFanOutOverlays(t *testing.T, f Fleet, deployCopy, name string) {
+func WriteFanOutOverlays(t *testing.T, f fleet.Fleet, deployCopy, name string) {
 	t.Helper()
 	ctx := context.Background()
 	script := filepath.Join(deployCopy, "..", "scripts", "new-region.sh")
@@ -154,7 +153,7 @@ subjects:
 // a namespace created with the label gets its copy, one whose label is removed loses it; the
 // object's fan-out report says how many namespaces match and are current; deleting the source
 // removes every copy and releases the agent's finalizer.
-func RunFanOutScenario(t *testing.T, f Fleet, region string) {
+func RunFanOutScenario(t *testing.T, f fleet.Fleet, region string) {
 	ctx := context.Background()
 	keys := shard.NewKeys("regionsync.dev")
 	mgmt, rc := f.Management(), f.Region(region)
@@ -280,19 +279,15 @@ func RunFanOutScenario(t *testing.T, f Fleet, region string) {
 }
 
 // regionLeaseHolder returns who holds region's shard Lease on management.
-func regionLeaseHolder(ctx context.Context, f Fleet, region string) (string, error) {
-	lease := &coordinationv1.Lease{}
-	if err := f.Management().Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, lease); err != nil {
-		return "", err
+func regionLeaseHolder(ctx context.Context, f fleet.Fleet, region string) (string, error) {
+	holder, err := fleet.LeaseHolder(ctx, f.Management(), region)
+	if err == nil && holder == "" {
+		err = errors.New("no holder")
 	}
-	holder := lease.Annotations[claim.HolderAnnotation]
-	if holder == "" {
-		return "", errors.New("no holder")
-	}
-	return holder, nil
+	return holder, err
 }
 
-// SameClusterRegion is the region whose cluster is management itself (the local provider's
+// SameClusterRegion is the region whose cluster is management itself (fleet.LocalFleet's
 // AddSameClusterRegion), with ConfigMap fan-out as FanOutRegion has.
 const SameClusterRegion = "local"
 
@@ -301,7 +296,7 @@ const SameClusterRegion = "local"
 // and spec.namespaces "*" puts one copy of it into every namespace of the agent's scope (the
 // shard's namespace prefix) but the source's own, a namespace created later gets its copy, and
 // deleting the Distribution removes every copy, the source untouched.
-func RunSameClusterScenario(t *testing.T, f Fleet, region string) {
+func RunSameClusterScenario(t *testing.T, f fleet.Fleet, region string) {
 	ctx := context.Background()
 	keys := shard.NewKeys("regionsync.dev")
 	mgmt := f.Management()
@@ -319,7 +314,7 @@ func RunSameClusterScenario(t *testing.T, f Fleet, region string) {
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "regionsync-hub-configmaps"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "regionsync-hub-configmaps"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: hubServiceAccount}}},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: fleet.AgentNamespace, Name: fleet.HubServiceAccount}}},
 	} {
 		if err := mgmt.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

@@ -21,15 +21,15 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/test/framework/testenv"
-
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/internal/syncer"
 	"github.com/regionsync/regionsync/test/framework/deploy"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // mechanism is what must refuse a request: RBAC (the overlays' roles) or the management base's
@@ -68,7 +68,7 @@ func refusedBy(err error, m mechanism) error {
 // identity is refused on region B's objects, Secret, Lease, Region and Events, on new Lease names,
 // and on its own objects' spec, labels, other annotations and owner references; A's own writes
 // succeed; the agents still sync.
-func isolation(t *testing.T, f Fleet, keys shard.Keys) {
+func isolation(t *testing.T, f fleet.Fleet, keys shard.Keys) {
 	ctx := context.Background()
 	a, b := f.Regions()[0], f.Regions()[1]
 	_, mgmtA, err := f.AgentIdentities(a)
@@ -95,7 +95,7 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 	lease := func(region string) *coordinationv1.Lease {
 		t.Helper()
 		l := &coordinationv1.Lease{}
-		if err := admin.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, l); err != nil {
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: fleet.AgentNamespace, Name: claim.LeaseName(region)}, l); err != nil {
 			t.Fatal(err)
 		}
 		return l
@@ -165,16 +165,16 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 			s.Data = map[string][]byte{"token": []byte("forged")}
 			return mgmtA.Update(ctx, s)
 		}},
-		{"create B's Lease", byPolicy, func() error { return mgmtA.Create(ctx, newLease(agentNamespace, claim.LeaseName(b))) }},
+		{"create B's Lease", byPolicy, func() error { return mgmtA.Create(ctx, newLease(fleet.AgentNamespace, claim.LeaseName(b))) }},
 		{"update B's Lease", byRBAC, func() error {
 			l := lease(b)
 			l.Spec.HolderIdentity = ptr.To("forged")
 			return mgmtA.Update(ctx, l)
 		}},
 		{"create a Lease for a region that does not exist yet", byPolicy, func() error {
-			return mgmtA.Create(ctx, newLease(agentNamespace, claim.LeaseName("zz-next-1")))
+			return mgmtA.Create(ctx, newLease(fleet.AgentNamespace, claim.LeaseName("zz-next-1")))
 		}},
-		{"create a Lease of another name", byPolicy, func() error { return mgmtA.Create(ctx, newLease(agentNamespace, "squatter")) }},
+		{"create a Lease of another name", byPolicy, func() error { return mgmtA.Create(ctx, newLease(fleet.AgentNamespace, "squatter")) }},
 		{"create a Lease outside the management namespace", byRBAC, func() error {
 			return mgmtA.Create(ctx, newLease(tenantNamespace, claim.LeaseName(a)))
 		}},
@@ -322,7 +322,7 @@ func isolation(t *testing.T, f Fleet, keys shard.Keys) {
 // outsideShard: with the overlays' namespacePrefix and labelSelector, a management object in a
 // namespace without the prefix, or without the region label, is never claimed nor copied, while
 // a labelled one in a prefixed namespace is.
-func outsideShard(t *testing.T, f Fleet, keys shard.Keys) {
+func outsideShard(t *testing.T, f fleet.Fleet, keys shard.Keys) {
 	ctx := context.Background()
 	r := f.Regions()[0]
 	admin := f.Management()

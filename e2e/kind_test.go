@@ -12,9 +12,11 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/regionsync/regionsync/test/framework/fleet"
 )
 
-// TestKind runs the scenarios on kind clusters (needs Docker): make test-e2e-kind. With
+// TestKind runs the scenarios on kind clusters (fleet.StartKind; needs Docker): make test-e2e-kind. With
 // KIND_NODE_IMAGE=regionsync.local/... (make kind-node-image) nothing is pulled from a registry.
 // KIND_REGIONS (default 2) is how many of Regions start; the add-a-region scenario adds one more
 // and AddFanOutRegion another (FanOutRegion, ConfigMaps fanned out).
@@ -27,13 +29,13 @@ func TestKind(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("KIND_REGIONS")); err == nil && v >= 2 && v <= len(Regions) {
 		n = v
 	}
-	deployCopy, err := CopyDeployTree(t.TempDir())
+	deployCopy, err := fleet.CopyDeployTree(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := KindOptionsFromEnv()
+	opts := fleet.KindOptionsFromEnv()
 	t.Logf("kind: node image %q (offline %v), cgroup v1 host %v, %d regions", opts.NodeImage, opts.Offline, opts.CgroupV1, n)
-	f, err := StartKind(context.Background(), PlanKind(Regions[:n], "ghcr.io/regionsync/agent:e2e", opts), deployCopy, t.Logf)
+	f, err := fleet.StartKind(context.Background(), fleet.PlanKind(Regions[:n], "ghcr.io/regionsync/agent:e2e", opts), deployCopy, t.Logf)
 	if f != nil {
 		t.Cleanup(func() {
 			if t.Failed() && os.Getenv("KIND_KEEP_CLUSTERS") != "" {

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,11 +13,16 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/regionsync/regionsync/test/framework/fleet"
+	"github.com/regionsync/regionsync/test/framework/otlpsink"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
-// TestLocal deploys management + 3 regions from the overlays on local control planes and runs
-// every scenario (which add 2 more: the add-a-region scenario's and FanOutRegion).
+// Regions are deployed at the start of every e2e run.
+var Regions = []string{"us-east-1", "eu-west-1", "ap-southeast-1"}
+
+// TestLocal deploys management + 3 regions from the overlays on local control planes
+// (fleet.StartLocal) and runs every scenario (which add 2 more: the add-a-region scenario's and FanOutRegion).
 func TestLocal(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
@@ -32,16 +36,27 @@ func TestLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deployCopy, err := CopyDeployTree(dir)
+	deployCopy, err := fleet.CopyDeployTree(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := StartLocal(context.Background(), bin, hubBin, dir, deployCopy, Regions, t.Logf)
+	// The agents export to it (OTEL_EXPORTER_OTLP_ENDPOINT, as a Deployment would set it), and
+	// so do the tenant operators.
+	traces, err := otlpsink.Start(otlpsink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(traces.Stop) // after the fleet's Stop below
+	f, err := fleet.StartLocal(context.Background(), fleet.LocalOptions{Dir: dir, Regions: Regions, Log: t.Logf,
+		DeployDir: deployCopy, AgentBinary: bin, TenantOperators: true, Traces: traces,
+		Hub: &fleet.HubOptions{Binary: hubBin, Overlay: fleet.ClusterProfilesHub}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		f.Stop()
+		if err := f.Stop(); err != nil {
+			t.Logf("stopping the fleet: %v", err)
+		}
 		if t.Failed() {
 			for _, r := range append(Regions, "sa-east-1", FanOutRegion, SameClusterRegion) {
 				for _, n := range []string{"-replica-0", "-replica-1"} {
@@ -50,9 +65,9 @@ func TestLocal(t *testing.T) {
 					}
 				}
 			}
-			for i := range HubReplicas {
-				if data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("hub-replica-%d.log", i))); err == nil {
-					t.Logf("--- hub-replica-%d (tail) ---\n%s", i, testenv.Tail(string(data), 3000))
+			for _, h := range f.Hubs() {
+				if data, err := os.ReadFile(h.Log); err == nil {
+					t.Logf("--- %s (tail) ---\n%s", h.Name, testenv.Tail(string(data), 3000))
 				}
 			}
 		}
@@ -66,8 +81,8 @@ func TestLocal(t *testing.T) {
 	}
 	RunRolloutScenario(t, f)
 	RunFanOutScenario(t, f, FanOutRegion)
-	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, f.Traces) })
-	t.Run("the regions' and the hub's requests run under the overlays' FlowSchemas", func(t *testing.T) { flowSchemaInUse(t, f.mgmt.Config) })
+	t.Run("deployed agents export one trace per change", func(t *testing.T) { RunTraceScenario(t, f, traces) })
+	t.Run("the regions' and the hub's requests run under the overlays' FlowSchemas", func(t *testing.T) { flowSchemaInUse(t, f.Cluster(fleet.Management).Config) })
 	// Last: the region on management itself is not one the scenarios above go over.
 	t.Run("namespace fan-out in one cluster: a Distribution's spec.source into every namespace", func(t *testing.T) {
 		WriteFanOutOverlays(t, f, deployCopy, SameClusterRegion)

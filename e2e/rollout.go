@@ -23,6 +23,7 @@ import (
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
@@ -60,7 +61,7 @@ func rolloutWaves(regions []string) [][]string {
 // reports it Stalled) updates only the first wave, halts the rollout and the first wave's
 // copies are given the previous spec back by the hub; a region whose agents stop mid-rollout is
 // a failure that halts it, naming the region, and the updated regions get the previous spec back.
-func RunRolloutScenario(t *testing.T, f Fleet) {
+func RunRolloutScenario(t *testing.T, f fleet.Fleet) {
 	ctx := context.Background()
 	regions := f.Regions()
 	if len(regions) < 3 {

@@ -18,18 +18,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/regionsync/regionsync/test/framework/testenv"
-
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
 	regionsyncv1alpha1 "github.com/regionsync/regionsync/api/v1alpha1"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
+	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
 // RunScenarios runs every scenario against a deployed fleet. deployCopy is a writable copy of
 // deploy/ (with scripts/new-region.sh beside it) for the add-a-region scenario.
-func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
+func RunScenarios(t *testing.T, f fleet.Fleet, deployCopy string) {
 	ctx := context.Background()
 	keys := shard.NewKeys("regionsync.dev")
 	t.Run("tenant per region flows down and its status and token come back", func(t *testing.T) {
@@ -166,7 +166,7 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 			t.Errorf("management's identity: %v (%d namespaces)", err, len(ids.Items))
 		}
 		record := &corev1.ConfigMap{}
-		if err := local.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: syncer.IdentityRecordName(r)}, record); err != nil {
+		if err := local.Get(ctx, client.ObjectKey{Namespace: fleet.AgentNamespace, Name: syncer.IdentityRecordName(r)}, record); err != nil {
 			t.Errorf("the management identity record: %v", err)
 		} else if len(ids.Items) == 1 && record.Data["clusterID"] != string(ids.Items[0].UID) {
 			t.Errorf("the identity record says %q, management is %s", record.Data["clusterID"], ids.Items[0].UID)
@@ -174,7 +174,7 @@ func RunScenarios(t *testing.T, f Fleet, deployCopy string) {
 	})
 }
 
-func remoteUID(t *testing.T, f Fleet, ns, region string) types.UID {
+func remoteUID(t *testing.T, f fleet.Fleet, ns, region string) types.UID {
 	tn := &demov1alpha1.Tenant{}
 	if err := f.Management().Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "acme-" + region}, tn); err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func regionLabels(region string) map[string]string {
 // createTenant creates namespace ns on management with the region's Tenant "acme-<region>"
 // named for the shard ("acme-us-east-1" → local "acme") and labelled for the region, and the
 // empty token Secret it uploads to.
-func createTenant(t *testing.T, f Fleet, ns, region string) {
+func createTenant(t *testing.T, f fleet.Fleet, ns, region string) {
 	t.Helper()
 	ctx := context.Background()
 	mgmt := f.Management()
@@ -234,7 +234,7 @@ func waitEvent(t *testing.T, c client.Client, namespace, name, reason string) {
 	})
 }
 
-func waitRoundTrip(t *testing.T, f Fleet, keys shard.Keys, ns, region string) {
+func waitRoundTrip(t *testing.T, f fleet.Fleet, keys shard.Keys, ns, region string) {
 	t.Helper()
 	ctx := context.Background()
 	testenv.Eventually(t, fmt.Sprintf("%s/acme-%s round trip in %s", ns, region, region), 2*time.Minute, func() error {

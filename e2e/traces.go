@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 
 	demov1alpha1 "github.com/regionsync/regionsync/api/demo/v1alpha1"
@@ -35,7 +33,7 @@ const traceNamespace = "tenant-traced" // inside the overlays' namespacePrefix
 // made on management under a management-side span is one trace across management, the region's
 // agent (its spans carrying cloud.region and k8s.cluster.name) and the regional controller, down
 // to the status upload; and no span carries a token.
-func RunTraceScenario(t *testing.T, f Fleet, recv *otlpsink.Receiver) {
+func RunTraceScenario(t *testing.T, f fleet.Fleet, recv *otlpsink.Receiver) {
 	ctx := context.Background()
 	tracer, shutdown, err := recv.Tracer(ctx, "e2e-management", "e2e", "management")
 	if err != nil {
@@ -136,63 +134,4 @@ func checkTrace(spans []otlpsink.Span, region string, managementSpan trace.SpanI
 		return fmt.Errorf("agent sync under the management span %v, status upload %v, regional controller under the agent %v (%d spans)", sync, upload, operator, len(spans))
 	}
 	return nil
-}
-
-// withTracing points the Deployments' containers at the e2e's OTLP receiver, which the pods reach
-// through the kind network's gateway (the host, on Linux).
-func (f *KindFleet) withTracing(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	if f.Traces == nil {
-		return objs, nil
-	}
-	gw, err := kindGateway()
-	if err != nil {
-		return nil, err
-	}
-	_, port, err := net.SplitHostPort(f.Traces.GRPCAddr())
-	if err != nil {
-		return nil, err
-	}
-	return withOTLPEndpoint(objs, "http://"+net.JoinHostPort(gw, port)), nil
-}
-
-// kindGateway is the IPv4 gateway of Docker's "kind" network.
-func kindGateway() (string, error) {
-	out, err := exec.Command("docker", "network", "inspect", "kind", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
-	if err != nil {
-		return "", fmt.Errorf("docker network inspect kind: %w", err)
-	}
-	for _, gw := range strings.Fields(string(out)) {
-		if ip := net.ParseIP(gw); ip != nil && ip.To4() != nil {
-			return gw, nil
-		}
-	}
-	return "", fmt.Errorf("docker network kind has no IPv4 gateway (%q)", out)
-}
-
-// withOTLPEndpoint sets OTEL_EXPORTER_OTLP_ENDPOINT (and a 200 ms export delay) on every container
-// of every Deployment, as an operator would in a region's overlay.
-func withOTLPEndpoint(objs []*unstructured.Unstructured, endpoint string) []*unstructured.Unstructured {
-	add := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
-	for _, o := range objs {
-		if o.GetKind() != "Deployment" {
-			continue
-		}
-		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		for i := range containers {
-			c := containers[i].(map[string]any)
-			env, _ := c["env"].([]any)
-			var kept []any
-			for _, e := range env {
-				if name, _ := e.(map[string]any)["name"].(string); add[name] == "" {
-					kept = append(kept, e)
-				}
-			}
-			for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_BSP_SCHEDULE_DELAY"} {
-				kept = append(kept, map[string]any{"name": name, "value": add[name]})
-			}
-			c["env"] = kept
-		}
-		_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
-	}
-	return objs
 }

@@ -2,9 +2,7 @@ package demo
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,16 +11,16 @@ import (
 	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/pkg/config"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
-// agentProcess is one regionsync agent or tenant operator started as a separate process, as in
-// production.
+// agentProcess is one regionsync agent, tenant operator or hub the demo runs in its fleet as a
+// separate process, as in production, with what it serves (a region, or "hub").
 type agentProcess struct {
-	region string
-	proc   *testenv.Process
-	log    string
+	of string
+	*fleet.Replica
 }
 
 // agentConfig is the configuration the demo gives a region's agent.
@@ -36,7 +34,7 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 			RemoteResourceSuffix: "-" + region,
 			LabelSelector:        regionsyncv1alpha1.RegionLabel + "=" + region,
 		},
-		Resources: []config.ResourceConfig{{
+		Resources: []fleetspec.Resource{{
 			Group: "demo.regionsync.dev", Version: "v1alpha1", Kind: "Tenant",
 			Secrets: []string{tenantoperator.TokenSecretName},
 		}},
@@ -48,51 +46,33 @@ func agentConfig(region string, index int, managementKubeconfig string) *config.
 	}
 }
 
-// startAgent writes the region's configuration file and starts bin/agent with it; env adds to
-// the demo's environment (the OTLP endpoint).
-func startAgent(bin, dir string, c *testenv.Cluster, cfg *config.AgentConfig, env []string) (*agentProcess, error) {
+// startAgent writes the region's configuration file and starts bin/agent with it as the
+// region's admin, exporting to the demo's receiver.
+func (d *demoRun) startAgent(dir string, c *testenv.Cluster, cfg *config.AgentConfig) (*fleet.Replica, error) {
 	cfgPath, err := agentconfig.WriteConfig(filepath.Join(dir, "agent.yaml"), cfg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%w (run make build)", err)
-	}
-	logPath := filepath.Join(dir, "agent.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	// The replica name is shown as the Region's leader.
-	proc, err := testenv.StartReplica(testenv.Replica{Binary: bin, Name: "agent-" + cfg.Region, Config: cfgPath, Kubeconfig: c.Kubeconfig,
-		Env: env, Out: logFile, OnExit: func() { logFile.Close() }})
-	if err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	return &agentProcess{region: cfg.Region, proc: proc, log: logPath}, nil
+	return d.run(cfg.Region, fleet.ProcessSpec{Name: "agent-" + cfg.Region, Binary: d.opts.AgentBinary, Config: cfgPath, Kubeconfig: c.Kubeconfig,
+		Env: tracingEnv(d.recv.Endpoint(), "agent-"+cfg.Region), Log: filepath.Join(dir, "agent.log")})
 }
 
 // startOperator starts bin/tenant-operator in a region, as a regional team would run it.
-func startOperator(bin, dir string, c *testenv.Cluster, region string, env []string) (*agentProcess, error) {
-	return startProcess(region, bin, filepath.Join(dir, "tenant-operator.log"),
-		[]string{kubeconfigFlag, c.Kubeconfig, "--region", region}, env)
+func (d *demoRun) startOperator(dir string, c *testenv.Cluster, region string) (*fleet.Replica, error) {
+	return d.run(region, fleet.ProcessSpec{Name: "tenant-operator-" + region, Binary: d.opts.OperatorBinary,
+		Args: []string{kubeconfigFlag, c.Kubeconfig, "--region", region}, Env: tracingEnv(d.recv.Endpoint(), "tenant-operator-"+region),
+		Log: filepath.Join(dir, "tenant-operator.log")})
 }
 
-func startProcess(region, bin, logPath string, args, env []string) (*agentProcess, error) {
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%w (run make build)", err)
-	}
-	logFile, err := os.Create(logPath)
+// run starts a process in the demo's fleet (which stops it) serving of, and watches it exit.
+func (d *demoRun) run(of string, s fleet.ProcessSpec) (*fleet.Replica, error) {
+	r, err := d.fleet.Run(s)
 	if err != nil {
 		return nil, err
 	}
-	proc, err := testenv.StartProcess(bin, args, env, logFile, func() { logFile.Close() })
-	if err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	return &agentProcess{region: region, proc: proc, log: logPath}, nil
+	d.agents = append(d.agents, agentProcess{of: of, Replica: r})
+	return r, nil
 }
 
 // tracingEnv points a child process's OTLP exporter at the demo's receiver, flushes its spans
@@ -106,12 +86,6 @@ func tracingEnv(endpoint, instance string) []string {
 		"OTEL_RESOURCE_ATTRIBUTES=service.instance.id=" + instance,
 	}
 }
-
-// stop sends SIGTERM (the agent releases its leases and exits) and waits, killing after 20s.
-func (p *agentProcess) stop() { p.proc.Stop(syscall.SIGTERM, 20*time.Second) }
-
-// exited reports whether the process has ended.
-func (p *agentProcess) exited() bool { return !p.proc.Alive() }
 
 // kubeconfigFlag is the flag by which the demo's processes get their cluster's kubeconfig.
 const kubeconfigFlag = "--kubeconfig"

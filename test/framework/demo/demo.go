@@ -33,6 +33,7 @@ import (
 	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/shard"
 	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/otlpsink"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 	"github.com/regionsync/regionsync/test/framework/testenv"
@@ -90,11 +91,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer func() { _ = shutdownTracer(context.Background()) }()
 	say("starting %s + %v (kube-apiserver, etcd and kube-controller-manager each) ...", Management, Regions)
-	fleet, err := testenv.Start(append([]string{Management}, Regions...), testenv.Options{Dir: dir, Log: func(f string, a ...any) { say("  "+f, a...) }})
+	// The clusters only (no DeployDir): the demo registers its regions itself and runs its
+	// processes in the fleet with Run, as admin, without the overlays.
+	f, err := fleet.StartLocal(ctx, fleet.LocalOptions{Dir: dir, ClusterDir: dir, Regions: Regions,
+		Log: func(format string, a ...any) { say("  "+format, a...) }})
 	if err != nil {
 		return err
 	}
-	d := &demoRun{ctx: ctx, opts: opts, say: say, dir: dir, recv: recv, fleet: fleet, mgmt: fleet.Cluster(Management)}
+	d := &demoRun{ctx: ctx, opts: opts, say: say, dir: dir, recv: recv, fleet: f, mgmt: f.Cluster(Management)}
 	defer d.stop()
 
 	if err := d.startProcesses(); err != nil {
@@ -164,18 +168,16 @@ type demoRun struct {
 	say    func(string, ...any)
 	dir    string
 	recv   *otlpsink.Receiver
-	fleet  *testenv.Fleet
+	fleet  *fleet.LocalFleet
 	mgmt   *testenv.Cluster
-	agents []*agentProcess
+	agents []agentProcess
 	traces map[string]trace.TraceID
 }
 
-// stop stops the agents, the tenant operators and the fleet.
+// stop stops the agents, the tenant operators and the hub (the fleet's processes), then the
+// fleet's clusters.
 func (d *demoRun) stop() {
 	d.say("stopping agents and tenant operators (SIGTERM) and the fleet ...")
-	for _, a := range d.agents {
-		a.stop()
-	}
 	if err := d.fleet.Stop(); err != nil {
 		d.say("stop: %v", err)
 	}
@@ -189,21 +191,19 @@ func (d *demoRun) startProcesses() error {
 	}
 	for i, region := range Regions {
 		c := d.fleet.Cluster(region)
-		op, err := startOperator(d.opts.OperatorBinary, filepath.Join(d.dir, region), c, region, tracingEnv(d.recv.Endpoint(), "tenant-operator-"+region))
+		op, err := d.startOperator(filepath.Join(d.dir, region), c, region)
 		if err != nil {
 			return fmt.Errorf("tenant operator: %w", err)
 		}
-		d.agents = append(d.agents, op)
 		// The agents elect a leader through a Lease in this namespace.
 		if err := c.Client.Create(d.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetspec.DefaultLeaderNamespace}}); err != nil {
 			return err
 		}
-		a, err := startAgent(d.opts.AgentBinary, filepath.Join(d.dir, region), c, agentConfig(region, i, d.mgmt.Kubeconfig), tracingEnv(d.recv.Endpoint(), "agent-"+region))
+		a, err := d.startAgent(filepath.Join(d.dir, region), c, agentConfig(region, i, d.mgmt.Kubeconfig))
 		if err != nil {
 			return err
 		}
-		d.agents = append(d.agents, a)
-		d.say("%s: tenant operator started (log %s); agent started (config %s, log %s)", region, op.log, filepath.Join(d.dir, region, "agent.yaml"), a.log)
+		d.say("%s: tenant operator started (log %s); agent started (config %s, log %s)", region, op.Log, filepath.Join(d.dir, region, "agent.yaml"), a.Log)
 	}
 	return d.startHub()
 }
@@ -223,8 +223,8 @@ func (d *demoRun) roundTrips(tracer trace.Tracer) error {
 	for _, region := range Regions {
 		if err := showRoundTrip(d.ctx, d.say, d.mgmt.Client, d.fleet.Cluster(region).Client, region, keys); err != nil {
 			for _, a := range d.agents {
-				if a.exited() {
-					d.say("a process of %s exited; see %s", a.region, a.log)
+				if !a.Alive() {
+					d.say("a process of %s exited; see %s", a.of, a.Log)
 				}
 			}
 			return err
@@ -272,7 +272,8 @@ func (d *demoRun) showRegions() error {
 func (d *demoRun) showAccess() {
 	d.say("")
 	d.say("fleet is up. kubeconfigs:")
-	for _, c := range d.fleet.Clusters {
+	clusters := d.fleet.Clusters()
+	for _, c := range clusters {
 		d.say("  %-10s export KUBECONFIG=%s", c.Name, c.Kubeconfig)
 	}
 	for i, region := range Regions {
@@ -283,8 +284,8 @@ func (d *demoRun) showAccess() {
 	d.say("try: kubectl --kubeconfig %s get regions", d.mgmt.Kubeconfig)
 	d.say("     kubectl --kubeconfig %s -n %s edit tenant acme-us-east-1   (change spec.replicas,", d.mgmt.Kubeconfig, DemoNamespace)
 	d.say("     then watch the copy in us-east-1 and the generation annotations on management)")
-	paths := make([]string, 0, len(d.fleet.Clusters))
-	for _, c := range d.fleet.Clusters {
+	paths := make([]string, 0, len(clusters))
+	for _, c := range clusters {
 		paths = append(paths, c.Kubeconfig)
 	}
 	kc := "KUBECONFIG=" + strings.Join(paths, string(os.PathListSeparator))
@@ -312,8 +313,8 @@ func (d *demoRun) serve(usr1 <-chan os.Signal) error {
 			d.showMetrics()
 		case <-tick.C:
 			for _, a := range d.agents {
-				if a.exited() {
-					return fmt.Errorf("a process of %s exited; see %s", a.region, a.log)
+				if !a.Alive() {
+					return fmt.Errorf("a process of %s exited; see %s", a.of, a.Log)
 				}
 			}
 		}

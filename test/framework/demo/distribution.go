@@ -24,6 +24,7 @@ import (
 	"github.com/regionsync/regionsync/internal/fleetspec"
 	"github.com/regionsync/regionsync/internal/hub"
 	"github.com/regionsync/regionsync/internal/shard"
+	"github.com/regionsync/regionsync/test/framework/fleet"
 	"github.com/regionsync/regionsync/test/framework/tenantoperator"
 )
 
@@ -70,13 +71,12 @@ func (d *demoRun) startHub() error {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return err
 	}
-	p, err := startProcess("hub", d.opts.HubBinary, filepath.Join(dir, "hub.log"),
-		[]string{"--config", path, kubeconfigFlag, d.mgmt.Kubeconfig}, []string{"POD_NAME=hub-0"})
+	p, err := d.run("hub", fleet.ProcessSpec{Name: "hub-0", Binary: d.opts.HubBinary, Config: path, Kubeconfig: d.mgmt.Kubeconfig,
+		Log: filepath.Join(dir, "hub.log")})
 	if err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}
-	d.agents = append(d.agents, p)
-	d.say("hub started on management (config %s, log %s)", path, p.log)
+	d.say("hub started on management (config %s, log %s)", path, p.Log)
 	return nil
 }
 

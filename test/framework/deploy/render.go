@@ -60,21 +60,29 @@ func Find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Un
 	return nil
 }
 
+// GeneratedConfigMap returns the first ConfigMap among objs generated under name (the generator
+// appends a content hash to it) and its data under key; nil when there is none.
+func GeneratedConfigMap(objs []*unstructured.Unstructured, name, key string) (*unstructured.Unstructured, string) {
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), name) {
+			data, _, _ := unstructured.NestedString(o.Object, "data", key)
+			return o, data
+		}
+	}
+	return nil, ""
+}
+
 // AgentConfig extracts and validates the agent configuration an overlay ships.
 func AgentConfig(objs []*unstructured.Unstructured) (*config.AgentConfig, error) {
-	for _, o := range objs {
-		// The generator appends a content hash to the name.
-		if o.GetKind() != "ConfigMap" || !strings.HasPrefix(o.GetName(), AgentConfigMap) {
-			continue
-		}
-		data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
-		cfg, err := config.Parse([]byte(data))
-		if err != nil {
-			return nil, fmt.Errorf("ConfigMap %s: %w", o.GetName(), err)
-		}
-		return cfg, nil
+	o, data := GeneratedConfigMap(objs, AgentConfigMap, "config.yaml")
+	if o == nil {
+		return nil, fmt.Errorf("no ConfigMap %s in the overlay", AgentConfigMap)
 	}
-	return nil, fmt.Errorf("no ConfigMap %s in the overlay", AgentConfigMap)
+	cfg, err := config.Parse([]byte(data))
+	if err != nil {
+		return nil, fmt.Errorf("ConfigMap %s: %w", o.GetName(), err)
+	}
+	return cfg, nil
 }
 
 // applyOrder sorts objects so that what others need exists first (namespaces, CRDs, accounts and

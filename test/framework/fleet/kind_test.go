@@ -1,25 +1,22 @@
-//go:build e2e
-
-package e2e
+package fleet
 
 import (
-	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
-
-	"github.com/regionsync/regionsync/internal/hub"
-	"github.com/regionsync/regionsync/test/framework/deploy"
 )
 
-// The kind provider's plan, checked without Docker: cluster configs, kubeconfig Secrets and the
+// testRegions are the regions the e2e starts with.
+var testRegions = []string{"us-east-1", "eu-west-1", "ap-southeast-1"}
+
+// The kind launcher's plan, checked without Docker: cluster configs, kubeconfig Secrets and the
 // apply order.
 func TestKindPlan(t *testing.T) {
-	p := PlanKind(Regions, "ghcr.io/regionsync/agent:e2e", KindOptions{})
+	p := PlanKind(testRegions, "ghcr.io/regionsync/agent:e2e", KindOptions{})
 	names := make([]string, 0, len(p.Clusters))
 	for _, c := range p.Clusters {
 		names = append(names, c.Name)
@@ -37,14 +34,14 @@ func TestKindPlan(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Fatalf("clusters %v, want %v", names, want)
 	}
-	if len(p.Secrets) != len(Regions) {
-		t.Fatalf("%d kubeconfig Secrets for %d regions", len(p.Secrets), len(Regions))
+	if len(p.Secrets) != len(testRegions) {
+		t.Fatalf("%d kubeconfig Secrets for %d regions", len(p.Secrets), len(testRegions))
 	}
 	for i, s := range p.Secrets {
-		if s.Region != Regions[i] || s.Namespace != "regionsync-system" || s.Name != "regionsync-management-kubeconfig" || s.Key != "kubeconfig" {
+		if s.Region != testRegions[i] || s.Namespace != "regionsync-system" || s.Name != "regionsync-management-kubeconfig" || s.Key != "kubeconfig" {
 			t.Errorf("secret %+v", s)
 		}
-		if s.ServiceAccount != "regionsync-system/region-"+Regions[i] {
+		if s.ServiceAccount != "regionsync-system/region-"+testRegions[i] {
 			t.Errorf("secret of %s authenticates as %s", s.Region, s.ServiceAccount)
 		}
 		if s.Server != "https://regionsync-management-control-plane:6443" {
@@ -67,11 +64,11 @@ func TestKindPlan(t *testing.T) {
 	}
 	// The hub runs on management from the image under test, after the base (its CRDs and
 	// namespace) is there.
-	hubLoad, hubApply := index("regionsync-management", "load-image", ""), index("regionsync-management", "apply", hubOverlay)
+	hubLoad, hubApply := index("regionsync-management", "load-image", ""), index("regionsync-management", "apply", ClusterProfilesHub.Path)
 	if hubLoad < 0 || hubApply < 0 || hubLoad > hubApply || hubApply < mgmtBase {
 		t.Errorf("management: base %d, image load %d, hub overlay %d", mgmtBase, hubLoad, hubApply)
 	}
-	for _, r := range Regions {
+	for _, r := range testRegions {
 		c := "regionsync-" + r
 		reg := index("regionsync-management", "apply", "regions/"+r+"/management")
 		load := index(c, "load-image", "")
@@ -123,7 +120,7 @@ func TestKindPlan(t *testing.T) {
 // never the plan's steps.
 func TestKindPlanOptions(t *testing.T) {
 	opts := KindOptions{NodeImage: "regionsync.local/kind-node:v1.36.3", Offline: true, CgroupV1: true, NoSysResource: true}
-	p := PlanKind(Regions[:2], "img", opts)
+	p := PlanKind(testRegions[:2], "img", opts)
 	if len(p.Clusters) != 3 {
 		t.Fatalf("%d clusters for management and 2 regions", len(p.Clusters))
 	}
@@ -141,7 +138,7 @@ func TestKindPlanOptions(t *testing.T) {
 			t.Errorf("%s: oom_score_adj not restricted without CAP_SYS_RESOURCE: %v", c.Name, c.Config.ContainerdConfigPatches)
 		}
 	}
-	if !slices.EqualFunc(p.Steps, PlanKind(Regions[:2], "img", KindOptions{}).Steps, func(a, b Step) bool { return a == b }) {
+	if !slices.EqualFunc(p.Steps, PlanKind(testRegions[:2], "img", KindOptions{}).Steps, func(a, b Step) bool { return a == b }) {
 		t.Error("options changed the steps")
 	}
 	if got := KindOptionsFromEnv(); got.Offline != strings.HasPrefix(got.NodeImage, "regionsync.local/") {
@@ -149,58 +146,27 @@ func TestKindPlanOptions(t *testing.T) {
 	}
 }
 
-// The hub overlay both providers deploy: the ClusterProfile CRD and the shipped
-// hub-clusterprofiles overlay, its configuration with the e2e's liveness grace and nothing else
-// changed.
-func TestRenderHub(t *testing.T) {
-	deployDir, err := RepoDeployDir()
-	if err != nil {
-		t.Fatal(err)
+// The kind launcher's Deployments get the receiver's endpoint; an existing value is replaced, other
+// variables and other kinds are kept.
+func TestWithOTLPEndpoint(t *testing.T) {
+	deployment := &unstructured.Unstructured{Object: map[string]any{"kind": "Deployment", "spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+		"containers": []any{map[string]any{"name": "agent", "env": []any{
+			map[string]any{"name": "POD_NAME", "value": "x"},
+			map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://old:4317"},
+		}}},
+	}}}}}
+	service := &unstructured.Unstructured{Object: map[string]any{"kind": "Service", "spec": map[string]any{}}}
+	withOTLPEndpoint([]*unstructured.Unstructured{deployment, service}, "http://172.18.0.1:4317")
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	want := []any{
+		map[string]any{"name": "POD_NAME", "value": "x"},
+		map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://172.18.0.1:4317"},
+		map[string]any{"name": "OTEL_BSP_SCHEDULE_DELAY", "value": "200"},
 	}
-	objs, cfg, err := RenderHub(deployDir)
-	if err != nil {
-		t.Fatal(err)
+	if diff := cmp.Diff(want, containers[0].(map[string]any)["env"]); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
 	}
-	if cfg.Liveness.Grace.Duration != HubLivenessGrace {
-		t.Errorf("liveness grace %s, want %s", cfg.Liveness.Grace.Duration, HubLivenessGrace)
-	}
-	crds, err := deploy.Render(filepath.Join(deployDir, "crds", "clusterinventory"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped, err := deploy.Render(filepath.Join(deployDir, "kustomize", "hub-clusterprofiles"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped = append(crds, shipped...)
-	if cfg.ClusterProfiles.Namespace == "" {
-		t.Error("the e2e's hub publishes no ClusterProfiles (clusterProfiles.namespace unset)")
-	}
-	if len(objs) != len(shipped) {
-		t.Fatalf("%d objects rendered, the overlay has %d", len(objs), len(shipped))
-	}
-	for i, o := range objs {
-		if o.GetKind() == "ConfigMap" {
-			data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
-			got, err := hub.ParseConfig([]byte(data))
-			if err != nil {
-				t.Fatalf("the e2e's hub configuration: %v", err)
-			}
-			want, _, _ := unstructured.NestedString(shipped[i].Object, "data", "config.yaml")
-			base, err := hub.ParseConfig([]byte(want))
-			if err != nil {
-				t.Fatal(err)
-			}
-			base.Liveness = got.Liveness
-			if !reflect.DeepEqual(got, base) {
-				t.Errorf("the e2e changed more than the liveness grace:\n%+v\n%+v", got, base)
-			}
-			continue
-		}
-		a, _ := o.MarshalJSON()
-		b, _ := shipped[i].MarshalJSON()
-		if string(a) != string(b) {
-			t.Errorf("%s %s changed", o.GetKind(), o.GetName())
-		}
+	if diff := cmp.Diff(map[string]any{"kind": "Service", "spec": map[string]any{}}, service.Object); diff != "" {
+		t.Errorf("service changed (-want +got):\n%s", diff)
 	}
 }

@@ -1,11 +1,10 @@
-//go:build e2e
-
-package e2e
+package fleet
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,22 +31,18 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
-	"github.com/regionsync/regionsync/internal/shard/claim"
 	"github.com/regionsync/regionsync/test/framework/deploy"
 	"github.com/regionsync/regionsync/test/framework/otlpsink"
 	"github.com/regionsync/regionsync/test/framework/testenv"
 )
 
-// hubOverlay is the hub's overlay under deploy/.
-const hubOverlay = "kustomize/hub-clusterprofiles"
-
-// KindPrefix starts the name of every kind cluster the provider creates.
+// KindPrefix starts the name of every kind cluster StartKind creates.
 const KindPrefix = "regionsync-"
 
 // ManagementKubeconfigSecret is the Secret (key "kubeconfig") the agent overlay mounts.
 const ManagementKubeconfigSecret = "regionsync-management-kubeconfig"
 
-// KindCluster is one cluster the kind provider creates.
+// KindCluster is one cluster the kind launcher creates.
 type KindCluster struct {
 	Name   string
 	Region string // "" for management
@@ -67,11 +61,24 @@ type KubeconfigSecret struct {
 // Step is one action of the deployment, in order.
 type Step struct {
 	Cluster string // kind cluster name
-	Action  string // "create-cluster", "load-image", "apply", "kubeconfig-secret"
+	Action  string // one of the Action* constants
 	Path    string // for apply: the kustomization under deploy/
 }
 
-// KindPlan is everything the kind provider creates, computed without Docker.
+// demoCRDs are the demo's CRDs (the Tenant) under deploy/, which the kind clusters get first.
+const demoCRDs = "crds/demo"
+
+// The actions of a Step.
+const (
+	ActionCreateCluster    = "create-cluster"    // create the kind cluster
+	ActionLoadImage        = "load-image"        // import the image into its nodes
+	ActionApply            = "apply"             // apply the kustomization at Path
+	ActionApplyNamespace   = "apply-namespace"   // create AgentNamespace
+	ActionKubeconfigSecret = "kubeconfig-secret" // write the region's management kubeconfig Secret
+	ActionTenantOperator   = "tenant-operator"   // run the demo tenant operator beside the agents
+)
+
+// KindPlan is everything the kind launcher (StartKind) creates, computed without Docker.
 type KindPlan struct {
 	Image    string
 	Options  KindOptions
@@ -140,14 +147,14 @@ func PlanKind(regions []string, image string, opts KindOptions) KindPlan {
 		p.Clusters = append(p.Clusters, kindCluster(kindName(r), r, opts))
 	}
 	for _, c := range p.Clusters {
-		p.Steps = append(p.Steps, Step{Cluster: c.Name, Action: "create-cluster"})
+		p.Steps = append(p.Steps, Step{Cluster: c.Name, Action: ActionCreateCluster})
 	}
 	p.Steps = append(p.Steps,
-		Step{Cluster: mgmt, Action: "apply", Path: "crds/demo"},
-		Step{Cluster: mgmt, Action: "apply", Path: "kustomize/management"},
+		Step{Cluster: mgmt, Action: ActionApply, Path: demoCRDs},
+		Step{Cluster: mgmt, Action: ActionApply, Path: "kustomize/management"},
 		// The hub runs from the same image (its binary is /hub) with the e2e's liveness grace.
-		Step{Cluster: mgmt, Action: "load-image"},
-		Step{Cluster: mgmt, Action: "apply", Path: hubOverlay},
+		Step{Cluster: mgmt, Action: ActionLoadImage},
+		Step{Cluster: mgmt, Action: ActionApply, Path: ClusterProfilesHub.Path},
 	)
 	for _, r := range regions {
 		p.Steps = append(p.Steps, p.regionSteps(r)...)
@@ -189,28 +196,31 @@ func kindCluster(name, region string, opts KindOptions) KindCluster {
 func (p *KindPlan) regionSteps(region string) []Step {
 	c := kindName(region)
 	p.Secrets = append(p.Secrets, KubeconfigSecret{
-		Region: region, Namespace: agentNamespace, Name: ManagementKubeconfigSecret, Key: "kubeconfig",
-		ServiceAccount: agentNamespace + "/" + regionServiceAccount(region),
+		Region: region, Namespace: AgentNamespace, Name: ManagementKubeconfigSecret, Key: "kubeconfig",
+		ServiceAccount: AgentNamespace + "/" + RegionServiceAccount(region),
 		// kind nodes share the "kind" Docker network; the control plane is reachable by its
 		// container name (offline: by its IP address, resolved when the Secret is written).
 		Server: "https://" + kindName("") + "-control-plane:6443",
 	})
 	return []Step{
-		{Cluster: kindName(""), Action: "apply", Path: "regions/" + region + "/management"},
-		{Cluster: c, Action: "load-image"},
-		{Cluster: c, Action: "apply", Path: "crds/demo"},
-		{Cluster: c, Action: "apply-namespace"},
-		{Cluster: c, Action: "kubeconfig-secret"},
-		{Cluster: c, Action: "apply", Path: "regions/" + region + "/agent"},
-		{Cluster: c, Action: "tenant-operator"},
+		{Cluster: kindName(""), Action: ActionApply, Path: "regions/" + region + "/management"},
+		{Cluster: c, Action: ActionLoadImage},
+		{Cluster: c, Action: ActionApply, Path: demoCRDs},
+		{Cluster: c, Action: ActionApplyNamespace},
+		{Cluster: c, Action: ActionKubeconfigSecret},
+		{Cluster: c, Action: ActionApply, Path: "regions/" + region + "/agent"},
+		{Cluster: c, Action: ActionTenantOperator},
 	}
 }
 
-// KindFleet is the kind provider: it runs a KindPlan with Docker.
+// KindFleet is a fleet started by StartKind: it runs a KindPlan with Docker.
 type KindFleet struct {
-	Plan      KindPlan
+	// Plan is what StartKind creates (AddRegion adds to it).
+	Plan KindPlan
+	// DeployDir is the deploy/ tree the overlays are rendered from.
 	DeployDir string
-	Log       func(string, ...any)
+	// Log receives progress lines.
+	Log func(string, ...any)
 
 	// Traces receives what the agents and tenant operators export (their Deployments get
 	// OTEL_EXPORTER_OTLP_ENDPOINT pointing at it through the kind network's gateway).
@@ -252,7 +262,7 @@ func StartKind(ctx context.Context, plan KindPlan, deployDir string, log func(st
 // binaries on scratch, no registry needed); KIND_AGENT_DOCKERFILE=1 builds the root Dockerfile
 // (golang + distroless, which must be pullable), as make docker-build does.
 func buildImage(image string) error {
-	root, err := filepath.Abs("..")
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -276,7 +286,7 @@ func (f *KindFleet) run(ctx context.Context, steps []Step) error {
 
 func (f *KindFleet) step(ctx context.Context, s Step) error {
 	switch s.Action {
-	case "create-cluster":
+	case ActionCreateCluster:
 		idx := slices.IndexFunc(f.Plan.Clusters, func(c KindCluster) bool { return c.Name == s.Cluster })
 		start := time.Now()
 		if err := f.provider.Create(s.Cluster, cluster.CreateWithV1Alpha4Config(f.Plan.Clusters[idx].Config),
@@ -285,29 +295,29 @@ func (f *KindFleet) step(ctx context.Context, s Step) error {
 		}
 		f.Log("kind: cluster %s created in %s", s.Cluster, time.Since(start).Round(100*time.Millisecond))
 		return f.connect(s.Cluster)
-	case "load-image":
+	case ActionLoadImage:
 		return f.loadImage(s.Cluster)
-	case "apply":
+	case ActionApply:
 		objs, err := deploy.Render(filepath.Join(f.DeployDir, s.Path))
-		if s.Path == hubOverlay {
-			objs, _, err = RenderHub(f.DeployDir)
+		if s.Path == ClusterProfilesHub.Path {
+			objs, _, err = RenderHub(f.DeployDir, ClusterProfilesHub)
 		}
 		if err != nil {
 			return err
 		}
-		if s.Path != "crds/demo" {
+		if s.Path != demoCRDs {
 			objs = withImage(objs, f.Plan.Image)
 			if objs, err = f.withTracing(objs); err != nil {
 				return err
 			}
 		}
 		return deploy.Apply(ctx, f.clients[s.Cluster], objs)
-	case "apply-namespace":
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}
+	case ActionApplyNamespace:
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: AgentNamespace}}
 		return client.IgnoreAlreadyExists(f.clients[s.Cluster].Create(ctx, ns))
-	case "kubeconfig-secret":
+	case ActionKubeconfigSecret:
 		return f.kubeconfigSecret(ctx, s.Cluster)
-	case "tenant-operator":
+	case ActionTenantOperator:
 		objs, err := f.withTracing(tenantOperatorObjects(f.Plan.Image, regionOf(f.Plan, s.Cluster)))
 		if err != nil {
 			return err
@@ -382,7 +392,7 @@ func (f *KindFleet) kubeconfigSecret(ctx context.Context, clusterName string) er
 	if err != nil {
 		return err
 	}
-	tok, err := cs.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, regionServiceAccount(region),
+	tok, err := cs.CoreV1().ServiceAccounts(AgentNamespace).CreateToken(ctx, RegionServiceAccount(region),
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))}}, metav1.CreateOptions{})
 	if err != nil {
 		return err
@@ -428,15 +438,22 @@ func (f *KindFleet) managementIPServer() (string, error) {
 
 // withImage points the agent Deployment at the image under test.
 func withImage(objs []*unstructured.Unstructured, image string) []*unstructured.Unstructured {
+	return eachDeploymentContainer(objs, func(c map[string]any) {
+		c["image"] = image
+		c["imagePullPolicy"] = "IfNotPresent"
+	})
+}
+
+// eachDeploymentContainer changes every container of every Deployment among objs with change,
+// in place, and returns objs.
+func eachDeploymentContainer(objs []*unstructured.Unstructured, change func(container map[string]any)) []*unstructured.Unstructured {
 	for _, o := range objs {
-		if o.GetKind() != "Deployment" {
+		if o.GetKind() != deploymentKind {
 			continue
 		}
 		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 		for i := range containers {
-			c := containers[i].(map[string]any)
-			c["image"] = image
-			c["imagePullPolicy"] = "IfNotPresent"
+			change(containers[i].(map[string]any))
 		}
 		_ = unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
 	}
@@ -445,22 +462,27 @@ func withImage(objs []*unstructured.Unstructured, image string) []*unstructured.
 
 // tenantOperatorObjects runs the demo tenant operator (in the agent image) in a region.
 func tenantOperatorObjects(image, region string) []*unstructured.Unstructured {
-	u := func(m map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: m} }
-	labels := map[string]any{"app.kubernetes.io/name": "tenant-operator"}
+	obj := func(apiVersion, kind string, metadata, fields map[string]any) *unstructured.Unstructured {
+		m := map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": metadata}
+		maps.Copy(m, fields)
+		return &unstructured.Unstructured{Object: m}
+	}
+	const name = tenantOperator
+	labels := map[string]any{"app.kubernetes.io/name": name}
 	return []*unstructured.Unstructured{
-		u(map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "tenant-operator", "namespace": agentNamespace}}),
-		u(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": map[string]any{"name": "tenant-operator"},
+		obj("v1", "ServiceAccount", map[string]any{"name": name, "namespace": AgentNamespace}, nil),
+		obj("rbac.authorization.k8s.io/v1", "ClusterRole", map[string]any{"name": name}, map[string]any{
 			"rules": []any{
 				map[string]any{"apiGroups": []any{"demo.regionsync.dev"}, "resources": []any{"tenants", "tenants/status"}, "verbs": []any{"get", "list", "watch", "update", "patch"}},
 				map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"get", "list", "watch", "create"}},
 			}}),
-		u(map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": map[string]any{"name": "tenant-operator"},
-			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "tenant-operator"},
-			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "tenant-operator", "namespace": agentNamespace}}}),
-		u(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "tenant-operator", "namespace": agentNamespace},
+		obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", map[string]any{"name": name}, map[string]any{
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": name, "namespace": AgentNamespace}}}),
+		obj("apps/v1", deploymentKind, map[string]any{"name": name, "namespace": AgentNamespace}, map[string]any{
 			"spec": map[string]any{"replicas": int64(1), "selector": map[string]any{"matchLabels": labels},
 				"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{
-					"serviceAccountName": "tenant-operator",
+					"serviceAccountName": name,
 					// The agent namespace enforces the restricted Pod Security Standard.
 					"securityContext": map[string]any{"runAsNonRoot": true, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
 					"containers": []any{map[string]any{"name": "operator", "image": image, "imagePullPolicy": "IfNotPresent",
@@ -483,7 +505,7 @@ func (f *KindFleet) Regions() []string { return append([]string(nil), f.regions.
 func (f *KindFleet) AddRegion(ctx context.Context, name, deployDir string) error {
 	f.DeployDir = deployDir
 	f.Plan.Clusters = append(f.Plan.Clusters, kindCluster(kindName(name), name, f.Plan.Options))
-	steps := append([]Step{{Cluster: kindName(name), Action: "create-cluster"}}, f.Plan.regionSteps(name)...)
+	steps := append([]Step{{Cluster: kindName(name), Action: ActionCreateCluster}}, f.Plan.regionSteps(name)...)
 	if err := f.run(ctx, steps); err != nil {
 		return err
 	}
@@ -493,12 +515,11 @@ func (f *KindFleet) AddRegion(ctx context.Context, name, deployDir string) error
 
 // KillLeader implements Fleet: the pod named on the shard Lease is deleted without grace.
 func (f *KindFleet) KillLeader(ctx context.Context, region string) (string, error) {
-	lease := &coordinationv1.Lease{}
-	if err := f.Management().Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: claim.LeaseName(region)}, lease); err != nil {
+	holder, err := LeaseHolder(ctx, f.Management(), region)
+	if err != nil {
 		return "", err
 	}
-	holder := lease.Annotations[claim.HolderAnnotation]
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: holder}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: AgentNamespace, Name: holder}}
 	return holder, f.Region(region).Delete(ctx, pod, client.GracePeriodSeconds(0))
 }
 
@@ -506,15 +527,15 @@ func (f *KindFleet) KillLeader(ctx context.Context, region string) (string, erro
 func (f *KindFleet) AgentIdentities(region string) (client.Client, client.Client, error) {
 	as := func(cfg *rest.Config, ns, sa string) (client.Client, error) {
 		c := rest.CopyConfig(cfg)
-		c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa,
+		c.Impersonate = rest.ImpersonationConfig{UserName: testenv.ServiceAccountUser(ns, sa),
 			Groups: []string{"system:authenticated", "system:serviceaccounts", "system:serviceaccounts:" + ns}}
 		return client.New(c, client.Options{Scheme: testenv.Scheme()})
 	}
-	local, err := as(f.configs[kindName(region)], agentNamespace, agentServiceAccount)
+	local, err := as(f.configs[kindName(region)], AgentNamespace, AgentServiceAccount)
 	if err != nil {
 		return nil, nil, err
 	}
-	mgmt, err := as(f.configs[kindName("")], agentNamespace, regionServiceAccount(region))
+	mgmt, err := as(f.configs[kindName("")], AgentNamespace, RegionServiceAccount(region))
 	return local, mgmt, err
 }
 
@@ -553,18 +574,18 @@ func podLogs(cfg *rest.Config, selector, clusterName string, b *strings.Builder)
 	if err != nil {
 		return err
 	}
-	pods, err := cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	pods, err := cs.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return fmt.Errorf("listing the pods %s of %s: %w", selector, clusterName, err)
 	}
 	if len(pods.Items) == 0 {
-		return fmt.Errorf("no pod (%s) in %s/%s", selector, clusterName, agentNamespace)
+		return fmt.Errorf("no pod (%s) in %s/%s", selector, clusterName, AgentNamespace)
 	}
 	for _, pod := range pods.Items {
 		for _, c := range pod.Spec.Containers {
-			data, err := cs.CoreV1().Pods(agentNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+			data, err := cs.CoreV1().Pods(AgentNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
 			if err != nil {
-				return fmt.Errorf("logs of %s/%s container %s in %s: %w", agentNamespace, pod.Name, c.Name, clusterName, err)
+				return fmt.Errorf("logs of %s/%s container %s in %s: %w", AgentNamespace, pod.Name, c.Name, clusterName, err)
 			}
 			b.Write(data)
 		}
@@ -591,7 +612,7 @@ func (f *KindFleet) scaleAgents(ctx context.Context, region string, replicas int
 	if !ok {
 		return fmt.Errorf("unknown region %s", region)
 	}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: agentDeployment}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: AgentNamespace, Name: agentDeployment}}
 	return c.Patch(ctx, dep, client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))))
 }
 
@@ -623,7 +644,7 @@ func (f *KindFleet) WaitAgentsReady(ctx context.Context, timeout time.Duration) 
 			return err
 		}
 		for {
-			deps, err := cs.AppsV1().Deployments(agentNamespace).List(ctx, metav1.ListOptions{})
+			deps, err := cs.AppsV1().Deployments(AgentNamespace).List(ctx, metav1.ListOptions{})
 			ready := err == nil && len(deps.Items) >= 2
 			if err == nil {
 				for _, d := range deps.Items {
@@ -648,7 +669,7 @@ func (f *KindFleet) WaitAgentsReady(ctx context.Context, timeout time.Duration) 
 					}
 				}
 				f.logPods(ctx, cs, r, true)
-				return fmt.Errorf("%s: Deployments in %s not Ready after %s", r, agentNamespace, timeout)
+				return fmt.Errorf("%s: Deployments in %s not Ready after %s", r, AgentNamespace, timeout)
 			}
 			time.Sleep(2 * time.Second)
 		}
@@ -660,7 +681,7 @@ func (f *KindFleet) WaitAgentsReady(ctx context.Context, timeout time.Duration) 
 // logPods logs each agent-namespace pod's state; with events (or when a pod is not Ready) also
 // the namespace's Warning events, which is where a ReplicaSet's refused pods show.
 func (f *KindFleet) logPods(ctx context.Context, cs kubernetes.Interface, region string, events bool) {
-	pods, err := cs.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{})
+	pods, err := cs.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		f.Log("kind: %s: listing pods: %v", region, err)
 		return
@@ -691,7 +712,7 @@ func (f *KindFleet) logPods(ctx context.Context, cs kubernetes.Interface, region
 	if allReady && !events {
 		return
 	}
-	evs, err := cs.CoreV1().Events(agentNamespace).List(ctx, metav1.ListOptions{})
+	evs, err := cs.CoreV1().Events(AgentNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
@@ -700,4 +721,54 @@ func (f *KindFleet) logPods(ctx context.Context, cs kubernetes.Interface, region
 			f.Log("kind: %s event %s %s: %s", region, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
+}
+
+// withTracing points the Deployments' containers at the e2e's OTLP receiver, which the pods reach
+// through the kind network's gateway (the host, on Linux).
+func (f *KindFleet) withTracing(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if f.Traces == nil {
+		return objs, nil
+	}
+	gw, err := kindGateway()
+	if err != nil {
+		return nil, err
+	}
+	_, port, err := net.SplitHostPort(f.Traces.GRPCAddr())
+	if err != nil {
+		return nil, err
+	}
+	return withOTLPEndpoint(objs, "http://"+net.JoinHostPort(gw, port)), nil
+}
+
+// kindGateway is the IPv4 gateway of Docker's "kind" network.
+func kindGateway() (string, error) {
+	out, err := exec.Command("docker", "network", "inspect", "kind", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("docker network inspect kind: %w", err)
+	}
+	for _, gw := range strings.Fields(string(out)) {
+		if ip := net.ParseIP(gw); ip != nil && ip.To4() != nil {
+			return gw, nil
+		}
+	}
+	return "", fmt.Errorf("docker network kind has no IPv4 gateway (%q)", out)
+}
+
+// withOTLPEndpoint sets OTEL_EXPORTER_OTLP_ENDPOINT (and a 200 ms export delay) on every container
+// of every Deployment, as an operator would in a region's overlay.
+func withOTLPEndpoint(objs []*unstructured.Unstructured, endpoint string) []*unstructured.Unstructured {
+	add := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
+	return eachDeploymentContainer(objs, func(c map[string]any) {
+		env, _ := c["env"].([]any)
+		var kept []any
+		for _, e := range env {
+			if name, _ := e.(map[string]any)["name"].(string); add[name] == "" {
+				kept = append(kept, e)
+			}
+		}
+		for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_BSP_SCHEDULE_DELAY"} {
+			kept = append(kept, map[string]any{"name": name, "value": add[name]})
+		}
+		c["env"] = kept
+	})
 }
