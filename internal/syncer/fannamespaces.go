@@ -70,9 +70,9 @@ type namespaceHandler struct{ k *kind }
 var _ toolscache.ResourceEventHandler = namespaceHandler{}
 
 // OnAdd queues the kind's fan-out objects for a new namespace.
-func (h namespaceHandler) OnAdd(_ any, isInInitialList bool) {
+func (h namespaceHandler) OnAdd(obj any, isInInitialList bool) {
 	if !isInInitialList {
-		h.enqueue()
+		h.enqueue(obj)
 	}
 }
 
@@ -83,18 +83,29 @@ func (h namespaceHandler) OnUpdate(oldObj, newObj any) {
 	if okOld && okNew && maps.Equal(o.GetLabels(), n.GetLabels()) && o.GetDeletionTimestamp().IsZero() == n.GetDeletionTimestamp().IsZero() {
 		return
 	}
-	h.enqueue()
+	h.enqueue(newObj)
 }
 
 // OnDelete queues them for a deleted namespace.
-func (h namespaceHandler) OnDelete(any) { h.enqueue() }
+func (h namespaceHandler) OnDelete(obj any) { h.enqueue(obj) }
 
-func (h namespaceHandler) enqueue() {
+// enqueue queues every fan-out object of the kind, each with the namespace noted: its next pass
+// may look at that namespace only (fanOutNarrowPass). A namespace the event does not name (a
+// tombstone of an unknown kind) leaves the next pass a full one.
+func (h namespaceHandler) enqueue(obj any) {
 	q := h.k.queue.Load()
 	if q == nil {
 		return // the next claim period's full pass covers them
 	}
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	ns := ""
+	if o, ok := obj.(client.Object); ok {
+		ns = o.GetName()
+	}
 	h.k.r.fanOutKeys.Range(func(key types.NamespacedName, _ struct{}) bool {
+		h.k.r.fanOutPending.add(key, ns)
 		req := reconcile.Request{NamespacedName: key}
 		h.k.r.stamp(req)
 		q.Add(req)

@@ -166,8 +166,17 @@ func (r *Reconciler) invalidFanOut(ctx context.Context, s *scope, err error) {
 // fanOutPass keeps the copies of a fan-out object: all of them deleted when it is gone or
 // terminating (then its finalizer released), per namespace when fan-out was turned off or a
 // namespace stopped matching, created or updated in every matching namespace otherwise.
+//
+// A pass queued by namespace events only, the object unchanged since its last complete full
+// pass, is a narrow one (fanOutNarrowPass): it looks at those namespaces alone.
 func (r *Reconciler) fanOutPass(ctx context.Context, s *scope) (bool, error) {
 	key := s.req.NamespacedName
+	now := time.Now()
+	pending := r.fanOutPending.take(key)
+	if sel, last, ok := r.fanOutNarrow(s, pending, now); ok {
+		return true, r.fanOutNarrowPass(ctx, s, sel, pending, last, now)
+	}
+	r.fanOutLast.Delete(key) // set again by a complete full pass
 	spec, asked := r.fanOutSpec(s.remote)
 	copies, err := r.fanOutCopies(ctx, key, s, asked && s.remote.GetDeletionTimestamp().IsZero() && !r.secretKind())
 	if err != nil {
@@ -200,10 +209,11 @@ func (r *Reconciler) fanOutPass(ctx context.Context, s *scope) (bool, error) {
 			return true, err
 		}
 	}
-	targets, terminating, err := r.fanOutTargets(ctx, s.remote, s.localKey.Name, sel)
+	targets, terminating, listed, err := r.fanOutTargets(ctx, s.remote, s.localKey.Name, sel)
 	if err != nil {
 		return true, err
 	}
+	noteNamespaces(ctx, listed)
 	rep := r.fanOutSync(ctx, s, targets, copies)
 	r.fanOutPrune(ctx, s, targets, terminating, copies, rep)
 	r.publishFanOut(key, rep)
@@ -212,6 +222,11 @@ func (r *Reconciler) fanOutPass(ctx context.Context, s *scope) (bool, error) {
 	}
 	if err := r.writeFanOutReport(ctx, s, rep); err != nil {
 		return true, errors.Join(rep.err, err)
+	}
+	if !rep.more && rep.err == nil {
+		// The object as this pass left it (its report written): a namespace event may now
+		// cost that namespace alone.
+		r.fanOutLast.Store(key, fanOutLastPass{resourceVersion: s.remote.GetResourceVersion(), failed: sets.New(rep.failed...)})
 	}
 	if rep.requeue > 0 {
 		s.result = reconcile.Result{RequeueAfter: minRequeue(s.result.RequeueAfter, rep.requeue)}
@@ -266,21 +281,27 @@ func (r *Reconciler) fanOutCopies(ctx context.Context, key types.NamespacedName,
 }
 
 // fanOutTargets returns the namespaces that get a copy of remote (named name), sorted, and the
-// terminating namespaces. The scope is the shard's (the namespaces its mapping reaches), or every
+// terminating namespaces, and how many namespaces it looked at. The scope is the shard's (the namespaces its mapping reaches), or every
 // namespace for a source namespace configured wide; never a protected namespace, and never the
 // source's own namespace when management and the region are one cluster (the source, and the
 // per-region object the hub wrote, live there under the same names).
-func (r *Reconciler) fanOutTargets(ctx context.Context, remote *unstructured.Unstructured, name string, sel labels.Selector) ([]string, sets.Set[string], error) {
+func (r *Reconciler) fanOutTargets(ctx context.Context, remote *unstructured.Unstructured, name string, sel labels.Selector) (_ []string, _ sets.Set[string], listed int, _ error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.Namespaces.List(ctx, list); err != nil {
-		return nil, nil, fmt.Errorf("listing local namespaces: %w", err)
+	if err := r.Namespaces.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil { // read only
+		return nil, nil, 0, fmt.Errorf("listing local namespaces: %w", err)
 	}
 	nss := make([]namespaceInfo, len(list.Items))
 	for i := range list.Items {
 		ns := &list.Items[i]
 		nss[i] = namespaceInfo{name: ns.Name, labels: ns.Labels, terminating: !ns.DeletionTimestamp.IsZero()}
 	}
+	targets, terminating := selectTargets(nss, sel, r.fanOutScopeFor(ctx, remote, name))
+	return targets, terminating, len(nss), nil
+}
+
+// fanOutScopeFor is where the copies of remote (named name) may live.
+func (r *Reconciler) fanOutScopeFor(ctx context.Context, remote *unstructured.Unstructured, name string) fanOutScope {
 	scope := fanOutScope{protected: r.ProtectedNamespaces, inScope: r.inShardScope(name)}
 	if r.Resource.FanOut != nil && slices.Contains(r.Resource.FanOut.WideSourceNamespaces, remote.GetNamespace()) {
 		scope.inScope = func(string) bool { return true }
@@ -288,8 +309,7 @@ func (r *Reconciler) fanOutTargets(ctx context.Context, remote *unstructured.Uns
 	if r.SameCluster != nil && r.SameCluster(ctx) {
 		scope.skip = remote.GetNamespace()
 	}
-	targets, terminating := selectTargets(nss, sel, scope)
-	return targets, terminating, nil
+	return scope
 }
 
 // inShardScope reports, for a copy named name, whether a local namespace is in the shard's
@@ -310,8 +330,10 @@ type fanOutResult struct {
 	hash       string
 	// failed are the matching namespaces whose copy failed (refused or not written), sorted.
 	failed []string
-	// requeue is when the pass must run again (zero: on the next event).
+	// requeue is when the pass must run again (zero: on the next event); more that it wrote
+	// as many copies as one pass may and the rest are due at once.
 	requeue time.Duration
+	more    bool
 	// err joins the writes that failed for a reason worth retrying with backoff.
 	err error
 }
@@ -357,6 +379,7 @@ func (r *Reconciler) fanOutSync(ctx context.Context, s *scope, targets []string,
 		}
 		if writes >= maxFanOutWrites {
 			rep.requeue = minRequeue(rep.requeue, time.Millisecond) // the rest in the next pass
+			rep.more = true
 			continue
 		}
 		writes++
@@ -640,6 +663,8 @@ func (r *Reconciler) deleteFanOutCopy(ctx context.Context, c *unstructured.Unstr
 // forgetFanOut forgets what was remembered about a fan-out object.
 func (r *Reconciler) forgetFanOut(key types.NamespacedName) {
 	r.fanOutKeys.Delete(key)
+	r.fanOutPending.forget(key)
+	r.fanOutLast.Delete(key)
 	r.reports.Delete(key)
 	r.publishFanOut(key, nil)
 }
@@ -685,14 +710,16 @@ func (r *Reconciler) writeFanOutReport(ctx context.Context, s *scope, rep *fanOu
 	if err != nil {
 		return err
 	}
+	patched := s.remote.DeepCopy()
 	err = r.write(ctx, sideManagement, "patch fan-out report", s.remote, func(ctx context.Context) error {
-		return r.Remote.Patch(ctx, s.remote.DeepCopy(), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(shard.FieldManager))
+		return r.Remote.Patch(ctx, patched, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(shard.FieldManager))
 	})
 	if err != nil {
 		r.countFailure(telemetry.DirectionMeta, err)
 		return fmt.Errorf("writing the fan-out report on %s: %w", key, err)
 	}
 	r.reports.Store(key, reportWrite{value: value, at: time.Now()})
+	s.remote.SetResourceVersion(patched.GetResourceVersion()) // the object with its report
 	r.count(telemetry.DirectionMeta, telemetry.ResultWritten)
 	return nil
 }
@@ -846,7 +873,7 @@ func (r *Reconciler) fanOutSourceState(ctx context.Context, key types.Namespaced
 	if err != nil || paused || r.Namespaces == nil {
 		return &fanOutSource{}, nil
 	}
-	targets, terminating, err := r.fanOutTargets(ctx, remote, name, sel)
+	targets, terminating, _, err := r.fanOutTargets(ctx, remote, name, sel)
 	if err != nil {
 		return nil, err
 	}

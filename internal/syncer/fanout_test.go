@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/regionsync/regionsync/internal/syncer"
+	"github.com/regionsync/regionsync/internal/telemetry"
+	"github.com/regionsync/regionsync/internal/telemetry/tracer"
 	"github.com/regionsync/regionsync/pkg/regionsync"
 	"github.com/regionsync/regionsync/test/framework/agentconfig"
 	"github.com/regionsync/regionsync/test/framework/deploy"
@@ -560,4 +563,87 @@ func TestFanOutShippedRBAC(t *testing.T) {
 	f.waitCopies(key, "ca", data, []string{a}, []string{a})
 	f.namespace(later, map[string]string{f.label: "yes"})
 	f.waitCopies(key, "ca", data, []string{a, later}, []string{a, later})
+}
+
+// TestFanOutNamespaceEventCost: a namespace event costs one namespace, whatever the number the
+// object fans out to. With 30 namespaces holding copies, the pass that gives a namespace created
+// later its copy, and the pass that removes it when its label goes, each look at that one
+// namespace (the sync span's regionsync.fanout.namespaces); the full pass that follows recounts
+// the report.
+func TestFanOutNamespaceEventCost(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp, _, err := tracer.NewTestTracerProvider(rec, tracer.Identity{Region: "region"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, withStartLater(), withTracerProvider(tp), withOptions(func(o *regionsync.Options) {
+		o.Shard.NamespacePrefix = o.Region[len("region-"):] + "-"
+		o.Resources = []regionsync.Resource{{Object: agentconfig.Kind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}),
+			FanOut: &regionsync.FanOut{Enabled: true}}}
+	}))
+	f := &fanOut{env: e, label: "fanout-" + e.name}
+	sel := map[string]string{f.label: "yes"}
+	const n = 30
+	var nss []string
+	for i := range n {
+		nss = append(nss, e.ns(fmt.Sprintf("n%02d", i)))
+		f.namespace(nss[i], sel)
+	}
+	src := e.remoteNamespace("src")
+	key := types.NamespacedName{Namespace: src, Name: "ca" + e.suffix}
+	data := map[string]string{"ca.crt": "one"}
+	if err := e.mgmt.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	later := e.ns("later")
+	all := append(slices.Clone(nss), later)
+	f.waitCopies(key, "ca", data, all, nss)
+	if examined := passExamining(t, rec, key, "create local", nss[0]+"/ca"); examined < n {
+		t.Fatalf("the first pass looked at %d namespaces, want every one (≥ %d)", examined, n)
+	}
+
+	f.namespace(later, sel)
+	f.waitCopies(key, "ca", data, all, all)
+	if examined := passExamining(t, rec, key, "create local", later+"/ca"); examined != 1 {
+		t.Errorf("the pass that copied into the new namespace looked at %d namespaces, want 1", examined)
+	}
+	f.relabel(later, "")
+	f.waitCopies(key, "ca", data, all, nss)
+	if examined := passExamining(t, rec, key, "delete local", later+"/ca"); examined != 1 {
+		t.Errorf("the pass that removed the copy of the unlabelled namespace looked at %d namespaces, want 1", examined)
+	}
+	e.eventually("the report recounted by the full pass after the narrow ones", func() error {
+		if m, cur, failed, err := f.report(key); err != nil || m != n || cur != n || len(failed) > 0 {
+			return fmt.Errorf("report matching %d current %d failed %v (%v)", m, cur, failed, err)
+		}
+		return nil
+	})
+}
+
+// passExamining returns the regionsync.fanout.namespaces of the sync span of remote whose child
+// write span did verb on object (namespace/name); the test fails when there is none.
+func passExamining(t *testing.T, rec *tracetest.SpanRecorder, remote types.NamespacedName, verb, object string) int {
+	t.Helper()
+	spans := rec.Ended()
+	for _, w := range spans {
+		if w.Name() != verb || !slices.Contains(w.Attributes(), telemetry.AttrWriteObject.String(object)) {
+			continue
+		}
+		for _, p := range spans {
+			if p.SpanContext().SpanID() != w.Parent().SpanID() || !slices.Contains(p.Attributes(), telemetry.AttrRemote.String(remote.String())) {
+				continue
+			}
+			for _, kv := range p.Attributes() {
+				if kv.Key == telemetry.AttrFanOutNamespaces {
+					return int(kv.Value.AsInt64())
+				}
+			}
+			t.Fatalf("the sync span of %s that did %s %s has no %s", remote, verb, object, telemetry.AttrFanOutNamespaces)
+		}
+	}
+	t.Fatalf("no sync span of %s did %s %s", remote, verb, object)
+	return 0
 }

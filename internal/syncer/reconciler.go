@@ -117,6 +117,10 @@ type Reconciler struct {
 	// fanOutKeys are the remote keys known to have fan-out copies, or to ask for them
 	// (fanOut): a namespace event queues each of them.
 	fanOutKeys memo[types.NamespacedName, struct{}]
+	// fanOutPending are, per fan-out object, the namespaces whose events queued it since its last
+	// pass; fanOutLast what its last full pass left (fanOutNarrowPass).
+	fanOutPending pendingNamespaces
+	fanOutLast    memo[types.NamespacedName, fanOutLastPass]
 	// reports holds, per fan-out object, the last report written and when.
 	reports memo[types.NamespacedName, reportWrite]
 	// refused holds, per fan-out copy's key, when an object that is not the copy was found
@@ -277,6 +281,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		final = StateFailed
 	}
 	r.states.set(req.NamespacedName, final)
+	if s.recountAfter > 0 && err == nil {
+		result.RequeueAfter = minRequeue(result.RequeueAfter, s.recountAfter)
+	}
 	if final == stateGone { // forget what was remembered about it
 		r.patched.Delete(req.NamespacedName)
 		r.fights.Forget(req.NamespacedName)
@@ -327,6 +334,9 @@ type scope struct {
 	// fanOut is set when the pass is a fan-out pass (routeFanOut); fanOutFailed when a matching
 	// namespace's copy failed.
 	fanOut, fanOutFailed bool
+	// recountAfter is when a narrow fan-out pass's full pass is due: a requeue that is no
+	// pending work (the object's state stays what the pass found).
+	recountAfter time.Duration
 
 	state  ObjectState
 	result reconcile.Result

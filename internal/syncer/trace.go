@@ -29,6 +29,15 @@ const (
 type pass struct {
 	actions []string
 	eventAt time.Time
+	// namespaces is how many local namespaces a fan-out pass looked at (-1: not one).
+	namespaces int
+}
+
+// noteNamespaces records on the pass in ctx how many local namespaces it looked at.
+func noteNamespaces(ctx context.Context, n int) {
+	if p := passFrom(ctx); p != nil {
+		p.namespaces = n
+	}
 }
 
 type passKey struct{}
@@ -115,7 +124,7 @@ func (r *Reconciler) takeEventTime(req reconcile.Request) time.Time {
 // (the management-side trace) or else on the local copy, so that one change is one trace across
 // clusters.
 func (r *Reconciler) beginPass(ctx context.Context, eventAt time.Time, req reconcile.Request, remote, local *unstructured.Unstructured, localKey types.NamespacedName) (context.Context, func(state ObjectState)) {
-	p := &pass{eventAt: eventAt}
+	p := &pass{eventAt: eventAt, namespaces: -1}
 	ctx = context.WithValue(ctx, passKey{}, p)
 	if r.Tracer == nil {
 		return ctx, func(ObjectState) {}
@@ -140,6 +149,9 @@ func (r *Reconciler) beginPass(ctx context.Context, eventAt time.Time, req recon
 	ctx, span := r.Tracer.Start(ctx, "sync "+r.Name(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(kv...))
 	return ctx, func(state ObjectState) {
 		span.SetAttributes(telemetry.AttrActions.StringSlice(p.actions), telemetry.AttrOutcome.String(string(state)))
+		if p.namespaces >= 0 {
+			span.SetAttributes(telemetry.AttrFanOutNamespaces.Int(p.namespaces))
+		}
 		span.End()
 	}
 }

@@ -43,4 +43,7 @@ var (
 	AttrWriteVerb   = attribute.Key("regionsync.write")
 	AttrWriteSide   = attribute.Key("regionsync.cluster")
 	AttrWriteObject = attribute.Key("regionsync.object")
+	// AttrFanOutNamespaces is the number of local namespaces a fan-out pass looked at: every
+	// namespace for a full pass, the ones whose events queued it for a narrow one.
+	AttrFanOutNamespaces = attribute.Key("regionsync.fanout.namespaces")
 )
