@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -240,9 +241,11 @@ func TestHubWithAgent(t *testing.T) {
 	}
 	setTemplate := func(d, template string) {
 		t.Helper()
-		got := getDistIn(d)
-		got.Spec.Template = runtime.RawExtension{Raw: []byte(template)}
-		if err := c.Update(bg, got); err != nil {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := getDistIn(d)
+			got.Spec.Template = runtime.RawExtension{Raw: []byte(template)}
+			return c.Update(bg, got)
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -254,6 +255,20 @@ func getDist(t *testing.T, c client.Client, name string) *regionsyncv1alpha1.Dis
 	return d
 }
 
+// updateDist changes Distribution name and writes it: read afresh and changed again when the hub
+// wrote it in between (its finalizer, its annotations), so that a test's write never loses the
+// optimistic-concurrency race it does not test.
+func updateDist(t *testing.T, c client.Client, name string, change func(*regionsyncv1alpha1.Distribution)) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := getDist(t, c, name)
+		change(d)
+		return c.Update(context.Background(), d)
+	}); err != nil {
+		t.Fatalf("updating Distribution %s: %v", name, err)
+	}
+}
+
 func entry(d *regionsyncv1alpha1.Distribution, region string) *regionsyncv1alpha1.DistributionRegionStatus {
 	for i := range d.Status.Regions {
 		if d.Status.Regions[i].Region == region {
@@ -388,12 +403,10 @@ func TestHubDistribution(t *testing.T) {
 
 	// A template change reaches both objects; the agent's finalizer and annotations stay, and r-a
 	// is no longer current until its agent copies the new generation.
-	got := getDist(t, c, "acme")
-	got.Spec.Template = tenantTemplate("free", "")
-	got.Spec.Overrides = nil
-	if err := c.Update(bg, got); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, "acme", func(got *regionsyncv1alpha1.Distribution) {
+		got.Spec.Template = tenantTemplate("free", "")
+		got.Spec.Overrides = nil
+	})
 	testenv.Eventually(t, "the change placed, the agent's marks kept", 20*time.Second, func() error {
 		a, err := getTenant(c, "acme-ra")
 		if err != nil {
@@ -416,11 +429,9 @@ func TestHubDistribution(t *testing.T) {
 	})
 
 	// A foreign object at r-c's name is refused, left unchanged, and reported.
-	got = getDist(t, c, "acme")
-	got.Spec.Placement.Regions = []string{"r-c"}
-	if err := c.Update(bg, got); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, "acme", func(got *regionsyncv1alpha1.Distribution) {
+		got.Spec.Placement.Regions = []string{"r-c"}
+	})
 	testenv.Eventually(t, "r-c Conflict, Applied=False, a Warning event", 20*time.Second, func() error {
 		got := getDist(t, c, "acme")
 		e := entry(got, "r-c")
@@ -542,12 +553,10 @@ func TestHubDistribution(t *testing.T) {
 		}
 		return nil
 	})
-	got = getDist(t, c, "spread")
-	got.Spec.Placement.RegionSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"wave": "l"}} // the typo
-	got.Spec.Placement.Regions = []string{"r-a"}
-	if err := c.Update(bg, got); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, "spread", func(got *regionsyncv1alpha1.Distribution) {
+		got.Spec.Placement.RegionSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"wave": "l"}} // the typo
+		got.Spec.Placement.Regions = []string{"r-a"}
+	})
 	testenv.Eventually(t, "removal of 4 of 5 held", 20*time.Second, func() error {
 		got := getDist(t, c, "spread")
 		if !meta.IsStatusConditionTrue(got.Status.Conditions, regionsyncv1alpha1.DistributionRemovalHeld) || got.Status.Counts.Removing != 4 {
@@ -564,11 +573,9 @@ func TestHubDistribution(t *testing.T) {
 		}
 		return nil
 	})
-	got = getDist(t, c, "spread")
-	got.Annotations = map[string]string{keys.ConfirmRemovalsBefore: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
-	if err := c.Update(bg, got); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, "spread", func(got *regionsyncv1alpha1.Distribution) {
+		got.Annotations = map[string]string{keys.ConfirmRemovalsBefore: time.Now().Add(time.Second).UTC().Format(time.RFC3339)}
+	})
 	testenv.Eventually(t, "confirmed removals go ahead", 20*time.Second, func() error {
 		for _, n := range []string{"spread-rb", "spread-dx", "spread-ex", "spread-fx"} {
 			if _, err := getTenant(c, n); !apierrors.IsNotFound(err) {
@@ -583,11 +590,9 @@ func TestHubDistribution(t *testing.T) {
 
 	// Deletion: Orphan keeps spread-ra without the Distribution's label; Delete removes acme's
 	// object and keeps the Distribution until the agent released it.
-	got = getDist(t, c, "spread")
-	got.Spec.DeletionPolicy = regionsyncv1alpha1.DeletionPolicyOrphan
-	if err := c.Update(bg, got); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, "spread", func(got *regionsyncv1alpha1.Distribution) {
+		got.Spec.DeletionPolicy = regionsyncv1alpha1.DeletionPolicyOrphan
+	})
 	for _, n := range []string{"spread", "acme"} {
 		if err := c.Delete(bg, getDist(t, c, n)); err != nil {
 			t.Fatal(err)

@@ -157,11 +157,9 @@ func TestHubDistributionSource(t *testing.T) {
 	if err := placedEverywhere("web-b", "green"); err != nil {
 		t.Fatalf("held objects: %v", err)
 	}
-	d := getDist(t, c, "web")
-	d.Annotations = map[string]string{keys.ConfirmRemovalsBefore: time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)}
-	if err := c.Update(bg, d); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, "web", func(d *regionsyncv1alpha1.Distribution) {
+		d.Annotations = map[string]string{keys.ConfirmRemovalsBefore: time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)}
+	})
 	testenv.Eventually(t, "web-b removed from every region, the others stay", 30*time.Second, func() error {
 		for _, sfx := range suffixes {
 			if _, err := getConfigMap(c, "web-b"+sfx); !apierrors.IsNotFound(err) {
@@ -307,11 +305,9 @@ func TestHubDistributionConflict(t *testing.T) {
 		}
 		return nil
 	})
-	e := getDist(t, c, "elder")
-	e.Spec.Source.Name = "mine"
-	if err := c.Update(bg, e); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, "elder", func(e *regionsyncv1alpha1.Distribution) {
+		e.Spec.Source.Name = "mine"
+	})
 	testenv.Eventually(t, "elder reports keeper holding mine-ra", 30*time.Second, func() error {
 		return conflictNaming("elder", "keeper", "mine-ra")
 	})
@@ -449,11 +445,9 @@ func TestHubShrinkGuardPerRegion(t *testing.T) {
 	// runs (a time after its hold began), a new hub process starts.
 	confirmed := heldBy[0]
 	stop()
-	d := getDist(t, c, confirmed)
-	d.Annotations = map[string]string{keys.ConfirmRemovalsBefore: time.Now().UTC().Format(time.RFC3339Nano)}
-	if err := c.Update(bg, d); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, confirmed, func(d *regionsyncv1alpha1.Distribution) {
+		d.Annotations = map[string]string{keys.ConfirmRemovalsBefore: time.Now().UTC().Format(time.RFC3339Nano)}
+	})
 	time.Sleep(1100 * time.Millisecond) // the new process starts strictly after the confirmation
 	t.Cleanup(startHubProcess(t, mgmt, opts))
 	testenv.Eventually(t, "the confirmed removal goes ahead under the new hub", 60*time.Second, func() error {
@@ -484,11 +478,9 @@ func TestHubShrinkGuardPerRegion(t *testing.T) {
 		_, err := getTenant(c, "late-rb")
 		return err
 	})
-	late := getDist(t, c, "late")
-	late.Spec.Placement.Regions = []string{"r-a"}
-	if err := c.Update(bg, late); err != nil {
-		t.Fatal(err)
-	}
+	updateDist(t, c, "late", func(late *regionsyncv1alpha1.Distribution) {
+		late.Spec.Placement.Regions = []string{"r-a"}
+	})
 	testenv.Eventually(t, "late's removal from r-b held by r-b's window", 30*time.Second, func() error {
 		cond := condition(t, c, "late", regionsyncv1alpha1.DistributionRemovalHeld)
 		if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "Region r-b's") {

@@ -153,6 +153,20 @@ func (f *fanOut) setAnnotation(key types.NamespacedName, value string) {
 	}
 }
 
+// caSource creates the test's CA ConfigMap on management, in its namespace "src", fanned out to
+// the namespaces labelled with the test's label, and returns its key and data (its copies are
+// named "ca").
+func (f *fanOut) caSource() (types.NamespacedName, map[string]string) {
+	f.t.Helper()
+	key := types.NamespacedName{Namespace: f.remoteNamespace("src"), Name: "ca" + f.suffix}
+	data := map[string]string{"ca.crt": "one"}
+	if err := f.mgmt.Create(f.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Annotations: map[string]string{f.keys.FanOutNamespaces: f.label + "=yes"}}, Data: data}); err != nil {
+		f.t.Fatal(err)
+	}
+	return key, data
+}
+
 // TestFanOutBySelector fans a ConfigMap out by label selector to the matching namespaces of the
 // region and follows every change: a namespace created or labelled later, a label removed, a
 // drifted or deleted copy, an unmarked object in the way, kube-system and namespaces outside the
@@ -472,15 +486,9 @@ func TestFanOutApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.relabel(taken, "yes")
-	src := e.remoteNamespace("src")
-	key := types.NamespacedName{Namespace: src, Name: "ca" + e.suffix}
-	data := map[string]string{"ca.crt": "one"}
-	if err := e.mgmt.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Data: data}); err != nil {
-		t.Fatal(err)
-	}
+	key, data := f.caSource()
 	f.waitCopies(key, "ca", data, []string{a}, []string{a})
-	e.waitEvent(e.mgmt, src, key.Name, syncer.ReasonAdoptionRefused)
+	e.waitEvent(e.mgmt, key.Namespace, key.Name, syncer.ReasonAdoptionRefused)
 	if got := f.copyIn(taken, "ca"); !maps.Equal(got.Data, mine.Data) || got.Labels[e.keys.Region] != "" {
 		t.Fatalf("the unmarked object was applied over: labels %v data %v", got.Labels, got.Data)
 	}
@@ -553,13 +561,7 @@ func TestFanOutShippedRBAC(t *testing.T) {
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	a, later := e.ns("a"), e.ns("later")
 	f.namespace(a, map[string]string{f.label: "yes"})
-	src := e.remoteNamespace("src")
-	key := types.NamespacedName{Namespace: src, Name: "ca" + e.suffix}
-	data := map[string]string{"ca.crt": "one"}
-	if err := e.mgmt.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Data: data}); err != nil {
-		t.Fatal(err)
-	}
+	key, data := f.caSource()
 	f.waitCopies(key, "ca", data, []string{a}, []string{a})
 	f.namespace(later, map[string]string{f.label: "yes"})
 	f.waitCopies(key, "ca", data, []string{a, later}, []string{a, later})
@@ -590,13 +592,7 @@ func TestFanOutNamespaceEventCost(t *testing.T) {
 		nss = append(nss, e.ns(fmt.Sprintf("n%02d", i)))
 		f.namespace(nss[i], sel)
 	}
-	src := e.remoteNamespace("src")
-	key := types.NamespacedName{Namespace: src, Name: "ca" + e.suffix}
-	data := map[string]string{"ca.crt": "one"}
-	if err := e.mgmt.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-		Annotations: map[string]string{e.keys.FanOutNamespaces: f.label + "=yes"}}, Data: data}); err != nil {
-		t.Fatal(err)
-	}
+	key, data := f.caSource()
 	e.start()
 	later := e.ns("later")
 	all := append(slices.Clone(nss), later)
