@@ -587,7 +587,7 @@ func TestFanOutNamespaceEventCost(t *testing.T) {
 	f := &fanOut{env: e, label: "fanout-" + e.name}
 	sel := map[string]string{f.label: "yes"}
 	const n = 30
-	var nss []string
+	nss := make([]string, 0, n)
 	for i := range n {
 		nss = append(nss, e.ns(fmt.Sprintf("n%02d", i)))
 		f.namespace(nss[i], sel)
