@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/regionsync/regionsync/internal/inspect"
 )
@@ -13,7 +15,7 @@ import (
 const eventsShown = 5
 
 func newExplainCommand(o *options) *cobra.Command {
-	var output string
+	var output, region string
 	events := eventsShown
 	cmd := &cobra.Command{
 		Use:   "explain <kind>/<name> -n <namespace>",
@@ -26,21 +28,41 @@ func newExplainCommand(o *options) *cobra.Command {
 			"With --region-context it also reads the copy in the region, its Events, and the drift of its content\n" +
 			"from management's.\n\n" +
 			"The verdict is the first of: NotFound, NoShard, ShardOverlap, ProtectedNamespace, InvalidMapping,\n" +
-			"RegionNotLive, ShardRefused, DeletionHeld, Deleting, Paused, WriteFight, NotClaimed, NotCurrent, Synced.",
+			"RegionNotLive, ShardRefused, DeletionHeld, Deleting, Paused, WriteFight, NotClaimed, NotCurrent, Synced.\n\n" +
+			"explain distribution/<name> instead says, per region (or the one --region names), why the Distribution is\n" +
+			"or is not there, the first of: Deleting, NotReconciled, InvalidSpec, RemovalHeld, Removing, NotSelected (by which\n" +
+			"selector), Unplaceable, Conflict, Failed, Halted (on which revision), Paused, WaitingForWave (which wave),\n" +
+			"NotCurrent, NotHealthy, Placed.",
 		Example: "  kubectl regionsync explain tenant/web-us-east-1 -n acme\n" +
+			"  kubectl regionsync explain distribution/storefront -n tenant-fleet --region eu-west-1\n" +
 			"  kubectl regionsync explain tenants.demo.regionsync.dev/web-us-east-1 -n acme --region-context us-east-1 -o yaml",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output, outputTable, outputJSON, outputYAML); err != nil {
 				return err
 			}
-			e, err := o.explain(cmd.Context(), args[0])
+			mapping, name, err := o.resolveObject(args[0])
+			if err != nil {
+				return err
+			}
+			if mapping.GroupVersionKind.GroupKind() == inspect.DistributionKind {
+				e, err := o.explainDistribution(cmd.Context(), name, region)
+				if err != nil {
+					return err
+				}
+				return writeReport(o.streams.Out, output, e, func(w io.Writer) error { return inspect.WriteDistributionExplanation(w, e, events, o.now()) })
+			}
+			if region != "" {
+				return fmt.Errorf("--region is for explaining a Distribution; for %s give --region-context", args[0])
+			}
+			e, err := o.explain(cmd.Context(), mapping, name)
 			if err != nil {
 				return err
 			}
 			return writeReport(o.streams.Out, output, e, func(w io.Writer) error { return inspect.WriteExplanation(w, e, events, o.now()) })
 		},
 	}
+	cmd.Flags().StringVar(&region, "region", "", "for a Distribution: explain this one region (default: every region selected or holding an object)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: text)")
 	cmd.Flags().IntVar(&events, "events", eventsShown, "how many of the last Events to show per cluster")
 	return cmd
@@ -48,11 +70,7 @@ func newExplainCommand(o *options) *cobra.Command {
 
 // explain reads what explain needs, a bounded number of requests whatever the number of regions
 // (inspect.ReadExplainInput, plus the discovery kubectl's mapper caches), and judges it.
-func (o *options) explain(ctx context.Context, arg string) (*inspect.Explanation, error) {
-	mapping, name, err := o.resolveObject(arg)
-	if err != nil {
-		return nil, err
-	}
+func (o *options) explain(ctx context.Context, mapping *meta.RESTMapping, name string) (*inspect.Explanation, error) {
 	ns, err := o.namespace()
 	if err != nil {
 		return nil, err
@@ -73,4 +91,22 @@ func (o *options) explain(ctx context.Context, arg string) (*inspect.Explanation
 		return nil, err
 	}
 	return inspect.Explain(in), nil
+}
+
+// explainDistribution reads what explaining a Distribution needs (inspect.ReadDistributionInput:
+// four requests whatever the number of regions) and judges it.
+func (o *options) explainDistribution(ctx context.Context, name, region string) (*inspect.DistributionExplanation, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	mc, err := o.managementWithMapper()
+	if err != nil {
+		return nil, err
+	}
+	in, err := inspect.ReadDistributionInput(ctx, mc, o.keys(), ns, name, region)
+	if err != nil {
+		return nil, err
+	}
+	return inspect.ExplainDistribution(in), nil
 }

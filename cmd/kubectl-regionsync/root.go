@@ -72,7 +72,7 @@ func newRootCommand(streams genericiooptions.IOStreams, wrap func(*rest.Config) 
 	cmd.PersistentFlags().StringVar(&o.managementNamespace, "management-namespace", fleetspec.DefaultManagementNamespace, "namespace of the shard Leases on management (the agents' management.namespace)")
 	cmd.PersistentFlags().StringVar(&o.annotationDomain, "annotation-domain", fleetspec.DefaultAnnotationDomain, "the agents' annotationDomain")
 	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newReleaseCommand(o), newPauseCommand(o, true), newPauseCommand(o, false),
-		newRetryCommand(o), newDecommissionCommand(o), newDoctorCommand(o))
+		newRetryCommand(o), newDecommissionCommand(o), newDoctorCommand(o), newDiffCommand(o))
 	return cmd
 }
 

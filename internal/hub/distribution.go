@@ -91,6 +91,10 @@ type DistributionReconciler struct {
 	// AllowSecrets lets Distributions place Secrets (the hub configuration's allowSecrets).
 	AllowSecrets bool
 
+	// reader, when set, reads the per-region objects instead of Objects (a Preview, which has
+	// no cache, reads the API server).
+	reader client.Reader
+
 	ctrl controller.Controller
 	// watchErrs are the per-region objects' cache's errors by kind (nil: not recorded).
 	watchErrs *watchErrors
@@ -182,6 +186,14 @@ func (r *DistributionReconciler) ensureWatch(ctx context.Context, gvk schema.Gro
 // distributionIndex is the per-region objects' index by the Distribution they are labelled for
 // (D/distribution).
 const distributionIndex = "regionsync.distribution"
+
+// objects reads the per-region objects: the cache, or a Preview's reader.
+func (r *DistributionReconciler) objects() client.Reader {
+	if r.reader != nil {
+		return r.reader
+	}
+	return r.Objects
+}
 
 // distributionOf is distributionIndex's value of a per-region object.
 func (r *DistributionReconciler) distributionOf(o client.Object) []string {
@@ -331,11 +343,7 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	for i := range regions.Items {
 		byRegion[regions.Items[i].Name] = &regions.Items[i]
 	}
-	keepName, keepRegion := map[string]bool{}, map[string]bool{} // objects of the spec's kind that stay
-	hasObjects := map[string]bool{}
-	for _, o := range existing[gvk] {
-		hasObjects[o.GetLabels()[regionsyncv1alpha1.RegionLabel]] = true
-	}
+	kept := newKeeping(d, gvk, items, existing[gvk], byRegion)
 	// The rollout decides which revision each region gets (rolloutTargets): of the template,
 	// or of the source objects as a whole.
 	targets, rollout, err := r.rolloutTargets(ctx, d, gvk, items, selected, regions.Items, existing[gvk])
@@ -344,28 +352,66 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	}
 	in.Rollout = rollout
 	for _, tg := range targets {
-		t := tg.item
-		if t == nil && len(items) > 0 {
-			t = items[0]
-		}
+		kept.note(tg)
 		if tg.Object == nil {
 			in.Entries = append(in.Entries, regionsyncv1alpha1.DistributionRegionStatus{Region: tg.Region, State: tg.State, Reason: tg.Reason, Message: tg.Message})
-			// Nothing is lost: a region still selected keeps what it has (a region waiting for
-			// its wave keeps every object it has).
-			if rg := byRegion[tg.Region]; tg.State != regionsyncv1alpha1.PlacementPending && t != nil && rg != nil && rg.Spec.Shard != nil {
-				keepName[ObjectName(t.baseName(d.Name), rg.Spec.Shard)] = true
-			} else if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || hasObjects[tg.Region] {
-				keepRegion[tg.Region] = true
-			}
 			continue
 		}
-		keepName[tg.Object.GetName()] = true
-		in.Entries = append(in.Entries, r.apply(ctx, d, w, t, tg, existing[gvk][tg.Object.GetName()], regions.Items))
+		in.Entries = append(in.Entries, r.apply(ctx, d, w, kept.item(tg), tg, existing[gvk][tg.Object.GetName()], regions.Items))
 	}
-	keep := func(k schema.GroupVersionKind, name, region string) bool {
-		return k == gvk && (keepName[name] || keepRegion[region])
+	return r.removeLeft(ctx, d, w, in, existing, kept.keeps, byRegion, rule)
+}
+
+// keeping decides which of a Distribution's per-region objects stay: those its targets write,
+// and, for a target that writes nothing, what its region has (a region still selected keeps what
+// it has: nothing is lost to a failed rendering, an unplaceable region, a region waiting for its
+// wave). Everything else, and every object of another kind, leaves (through the shrink guard).
+// deploy and Preview decide with it alike.
+type keeping struct {
+	d          *regionsyncv1alpha1.Distribution
+	gvk        schema.GroupVersionKind
+	items      []*Template
+	byRegion   map[string]*regionsyncv1alpha1.Region
+	hasObjects map[string]bool
+	names      map[string]bool
+	regions    map[string]bool
+}
+
+// newKeeping starts the decision for d placing items of kind gvk, with existing its per-region
+// objects of that kind.
+func newKeeping(d *regionsyncv1alpha1.Distribution, gvk schema.GroupVersionKind, items []*Template, existing map[string]*unstructured.Unstructured, byRegion map[string]*regionsyncv1alpha1.Region) *keeping {
+	k := &keeping{d: d, gvk: gvk, items: items, byRegion: byRegion, hasObjects: map[string]bool{}, names: map[string]bool{}, regions: map[string]bool{}}
+	for _, o := range existing {
+		k.hasObjects[o.GetLabels()[regionsyncv1alpha1.RegionLabel]] = true
 	}
-	return r.removeLeft(ctx, d, w, in, existing, keep, byRegion, rule)
+	return k
+}
+
+// item is what tg is rendered from (the Distribution's one item when tg does not say).
+func (k *keeping) item(tg Target) *Template {
+	if tg.item == nil && len(k.items) > 0 {
+		return k.items[0]
+	}
+	return tg.item
+}
+
+// note records what target tg keeps.
+func (k *keeping) note(tg Target) {
+	if tg.Object != nil {
+		k.names[tg.Object.GetName()] = true
+		return
+	}
+	t := k.item(tg)
+	if rg := k.byRegion[tg.Region]; tg.State != regionsyncv1alpha1.PlacementPending && t != nil && rg != nil && rg.Spec.Shard != nil {
+		k.names[ObjectName(t.baseName(k.d.Name), rg.Spec.Shard)] = true
+	} else if tg.Reason != regionsyncv1alpha1.ReasonRegionNotFound || k.hasObjects[tg.Region] {
+		k.regions[tg.Region] = true
+	}
+}
+
+// keeps reports whether the object name of kind gk in region stays.
+func (k *keeping) keeps(gvk schema.GroupVersionKind, name, region string) bool {
+	return gvk == k.gvk && (k.names[name] || k.regions[region])
 }
 
 // removeLeft removes, through the shrink guard, the objects that are not kept: of regions that
@@ -374,30 +420,40 @@ func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1
 	existing map[schema.GroupVersionKind]map[string]*unstructured.Unstructured, keep func(k schema.GroupVersionKind, name, region string) bool,
 	byRegion map[string]*regionsyncv1alpha1.Region, rule *HealthRule,
 ) (StatusInput, error) {
-	var remove []*unstructured.Unstructured
-	total := 0
-	regionGone := ""
+	remove, terminating, removal := leaving(existing, keep, byRegion)
+	for _, o := range terminating {
+		in.Entries = append(in.Entries, entryFor(o, o.GetLabels()[regionsyncv1alpha1.RegionLabel], r.Keys, rule))
+	}
+	return r.removeGuarded(ctx, d, w, in, remove, removal, rule)
+}
+
+// leaving sorts out the objects keep does not keep: those to remove, those already terminating,
+// and the removal for the shrink guard (the Distribution's total, a Region gone), its wanted
+// counts left to removeGuarded.
+func leaving(existing map[schema.GroupVersionKind]map[string]*unstructured.Unstructured, keep func(k schema.GroupVersionKind, name, region string) bool,
+	byRegion map[string]*regionsyncv1alpha1.Region,
+) (remove, terminating []*unstructured.Unstructured, removal Removal) {
 	for k, objs := range existing {
-		for name, o := range objs {
+		for _, name := range slices.Sorted(maps.Keys(objs)) {
+			o := objs[name]
 			region := o.GetLabels()[regionsyncv1alpha1.RegionLabel]
 			if o.GetDeletionTimestamp() == nil {
-				total++
+				removal.Total++
 			}
 			if keep(k, name, region) {
 				continue
 			}
 			if o.GetDeletionTimestamp() != nil {
-				in.Entries = append(in.Entries, entryFor(o, region, r.Keys, rule))
+				terminating = append(terminating, o)
 				continue
 			}
 			remove = append(remove, o)
-			if byRegion[region] == nil && regionGone == "" {
-				regionGone = region
+			if byRegion[region] == nil && removal.RegionGone == "" {
+				removal.RegionGone = region
 			}
 		}
 	}
-	removal := Removal{Total: total, RegionGone: regionGone}
-	return r.removeGuarded(ctx, d, w, in, remove, removal, rule)
+	return remove, terminating, removal
 }
 
 // removeGuarded asks the shrink guard about removing objects (removal says how many the
@@ -406,20 +462,9 @@ func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1
 func (r *DistributionReconciler) removeGuarded(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, in StatusInput,
 	remove []*unstructured.Unstructured, removal Removal, rule *HealthRule,
 ) (StatusInput, error) {
-	removal.Wanted, removal.ConfirmedBefore, removal.Regions = len(remove), confirmedBefore(d, r.Keys), map[string]RegionRemoval{}
-	for _, o := range remove {
-		region := o.GetLabels()[regionsyncv1alpha1.RegionLabel]
-		rr := removal.Regions[region]
-		rr.Wanted++
-		removal.Regions[region] = rr
-	}
-	for region, rr := range removal.Regions {
-		n, err := r.regionObjects(ctx, region)
-		if err != nil {
-			return in, err
-		}
-		rr.Total = n
-		removal.Regions[region] = rr
+	removal, err := r.removalOf(ctx, d, remove, removal)
+	if err != nil {
+		return in, err
 	}
 	dec, err := r.Guard.Decide(ctx, client.ObjectKeyFromObject(d), r.Now(), removal)
 	if err != nil {
@@ -461,6 +506,27 @@ func (r *DistributionReconciler) removeGuarded(ctx context.Context, d *regionsyn
 	return in, nil
 }
 
+// removalOf completes what the shrink guard is asked about removing objects remove: how many, the
+// confirmation on d, and per region the wanted removals and the region's size.
+func (r *DistributionReconciler) removalOf(ctx context.Context, d *regionsyncv1alpha1.Distribution, remove []*unstructured.Unstructured, removal Removal) (Removal, error) {
+	removal.Wanted, removal.ConfirmedBefore, removal.Regions = len(remove), confirmedBefore(d, r.Keys), map[string]RegionRemoval{}
+	for _, o := range remove {
+		region := o.GetLabels()[regionsyncv1alpha1.RegionLabel]
+		rr := removal.Regions[region]
+		rr.Wanted++
+		removal.Regions[region] = rr
+	}
+	for region, rr := range removal.Regions {
+		n, err := r.regionObjects(ctx, region)
+		if err != nil {
+			return removal, err
+		}
+		rr.Total = n
+		removal.Regions[region] = rr
+	}
+	return removal, nil
+}
+
 // heldMessage is the RemovalHeld condition's and Event's message: what is held, since when (whole
 // seconds), why, and the exact command that confirms it (a time after the hold began), plus what
 // is wrong with a confirmation that does not parse.
@@ -487,7 +553,7 @@ func (r *DistributionReconciler) regionObjects(ctx context.Context, region strin
 	for _, gvk := range kinds {
 		ul := &unstructured.UnstructuredList{}
 		ul.SetGroupVersionKind(shard.ListGVK(gvk))
-		if err := r.Objects.List(ctx, ul, client.MatchingLabels{regionsyncv1alpha1.RegionLabel: region}); err != nil {
+		if err := r.objects().List(ctx, ul, client.MatchingLabels{regionsyncv1alpha1.RegionLabel: region}); err != nil {
 			return 0, fmt.Errorf("counting Region %s's per-region objects of %s: %w", region, shard.KindName(gvk), err)
 		}
 		for i := range ul.Items {

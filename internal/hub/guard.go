@@ -117,24 +117,20 @@ func (g *ShrinkGuard) Decide(ctx context.Context, key types.NamespacedName, now 
 	dk := distributionRecord(key)
 	g.expire(now)
 	rec := g.records[dk]
-	if r.Wanted == 0 {
-		if !rec.HeldSince.IsZero() {
+	held := !rec.HeldSince.IsZero()
+	confirmed, why := g.judge(rec, r)
+	switch {
+	case r.Wanted == 0:
+		if held {
 			rec.HeldSince = time.Time{}
 			g.set(dk, rec)
 		}
 		return Decision{Allowed: true}, g.save(ctx, before)
-	}
-	held := !rec.HeldSince.IsZero()
-	if held && r.ConfirmedBefore.After(rec.HeldSince) {
+	case confirmed:
 		// Confirmed: the held removals go ahead, and count against nothing later.
 		g.set(dk, GuardRecord{})
 		return Decision{Allowed: true}, g.save(ctx, before)
-	}
-	why := g.exceeds(rec, r)
-	if held && why == "" {
-		why = "held until confirmed"
-	}
-	if why == "" {
+	case why == "":
 		g.count(dk, now, r.Wanted)
 		for region, rr := range r.Regions {
 			g.count(regionRecord(region), now, rr.Wanted)
@@ -146,6 +142,40 @@ func (g *ShrinkGuard) Decide(ctx context.Context, key types.NamespacedName, now 
 		g.set(dk, rec)
 	}
 	return Decision{HeldSince: rec.HeldSince, Why: why}, g.save(ctx, before)
+}
+
+// judge is the guard's rule over a Distribution's record rec (its windows expired): whether r's
+// removals are confirmed (they were held, and D/confirm-removals-before is after the hold
+// began), else why they are held ("" when they may go ahead).
+func (g *ShrinkGuard) judge(rec GuardRecord, r Removal) (confirmed bool, why string) {
+	held := !rec.HeldSince.IsZero()
+	if held && r.ConfirmedBefore.After(rec.HeldSince) {
+		return true, ""
+	}
+	why = g.exceeds(rec, r)
+	if held && why == "" {
+		why = "held until confirmed"
+	}
+	return false, why
+}
+
+// Judge says what Decide would answer now, without counting, holding or saving anything (a
+// preview): HeldSince is zero for a hold that would begin now.
+func (g *ShrinkGuard) Judge(ctx context.Context, key types.NamespacedName, now time.Time, r Removal) (Decision, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.load(ctx); err != nil {
+		return Decision{}, err
+	}
+	saved := maps.Clone(g.records)
+	defer func() { g.records = saved }()
+	g.expire(now)
+	rec := g.records[distributionRecord(key)]
+	confirmed, why := g.judge(rec, r)
+	if r.Wanted == 0 || confirmed || why == "" {
+		return Decision{Allowed: true}, nil
+	}
+	return Decision{HeldSince: rec.HeldSince, Why: why}, nil
 }
 
 // exceeds says which budget the removals exceed ("" when none).

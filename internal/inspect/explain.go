@@ -57,8 +57,10 @@ const (
 	TopicDeletion = "deletion"
 	TopicFight    = "fight"
 	TopicTrace    = "trace"
-	TopicCopy     = "copy"
-	TopicDrift    = "drift"
+	// TopicDistribution names the Distribution and revision that placed a per-region object.
+	TopicDistribution = "distribution"
+	TopicCopy         = "copy"
+	TopicDrift        = "drift"
 )
 
 // EventLine is one Event as Explain shows it.
@@ -229,6 +231,10 @@ type Explanation struct {
 	CopyObject map[string]any `json:"copyObject,omitempty"`
 	// Drift is the spec diff between management (-) and the copy (+) ("" when none or not read).
 	Drift string `json:"drift,omitempty"`
+	// Distribution ("namespace/name") and Revision: the Distribution, and its revision, that
+	// placed the object (a per-region object; "" otherwise).
+	Distribution string `json:"distribution,omitempty"`
+	Revision     string `json:"revision,omitempty"`
 }
 
 // ExplainInput is what Explain judges: what ReadExplainInput read, or a test's fixture.
@@ -626,9 +632,15 @@ func copyText(ref string, cp *unstructured.Unstructured, k shard.Keys, now time.
 	return strings.Join(parts, "; ")
 }
 
-// finish adds the trace IDs.
+// finish adds the Distribution that placed the object and the trace IDs.
 func (e *Explanation) finish(in ExplainInput) {
 	if in.Object != nil {
+		if dist := in.Object.GetLabels()[in.Keys.Distribution]; dist != "" {
+			e.Distribution = in.Namespace + "/" + dist
+			e.Revision = in.Object.GetAnnotations()[in.Keys.Revision]
+			e.add(TopicDistribution, true, fmt.Sprintf("placed by Distribution %s, revision %s (kubectl regionsync explain distribution/%s -n %s)",
+				e.Distribution, orDash(e.Revision), dist, in.Namespace))
+		}
 		if id := traceID(in.Object.GetAnnotations()[in.Keys.TraceParent]); id != "" {
 			e.TraceID = id
 			e.add(TopicTrace, true, "the sync joins trace "+id+" (traceparent on management)")

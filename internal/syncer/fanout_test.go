@@ -601,15 +601,18 @@ func TestFanOutNamespaceEventCost(t *testing.T) {
 		t.Fatalf("the first pass looked at %d namespaces, want every one (≥ %d)", examined, n)
 	}
 
+	// A narrow pass looks at the namespaces whose events it was woken for: this one, and any
+	// namespace other tests sharing the regional API server changed meanwhile.
+	const narrowWant = "1, plus the namespaces other tests changed meanwhile; a full pass looks at every one"
 	f.namespace(later, sel)
 	f.waitCopies(key, "ca", data, all, all)
-	if examined := passExamining(t, rec, key, "create local", later+"/ca"); examined != 1 {
-		t.Errorf("the pass that copied into the new namespace looked at %d namespaces, want 1", examined)
+	if examined := passExamining(t, rec, key, "create local", later+"/ca"); examined >= n {
+		t.Errorf("the pass that copied into the new namespace looked at %d namespaces, want a narrow pass (%s)", examined, narrowWant)
 	}
 	f.relabel(later, "")
 	f.waitCopies(key, "ca", data, all, nss)
-	if examined := passExamining(t, rec, key, "delete local", later+"/ca"); examined != 1 {
-		t.Errorf("the pass that removed the copy of the unlabelled namespace looked at %d namespaces, want 1", examined)
+	if examined := passExamining(t, rec, key, "delete local", later+"/ca"); examined >= n {
+		t.Errorf("the pass that removed the copy of the unlabelled namespace looked at %d namespaces, want a narrow pass (%s)", examined, narrowWant)
 	}
 	e.eventually("the report recounted by the full pass after the narrow ones", func() error {
 		if m, cur, failed, err := f.report(key); err != nil || m != n || cur != n || len(failed) > 0 {

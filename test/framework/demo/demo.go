@@ -292,6 +292,8 @@ func (d *demoRun) showAccess() {
 	d.say("     %s kubectl regionsync --context management status       (go install ./cmd/kubectl-regionsync)", kc)
 	d.say("     %s kubectl regionsync --context management explain tenant/acme-us-east-1 -n %s --region-context us-east-1", kc, DemoNamespace)
 	d.say("     %s kubectl regionsync --context management doctor", kc)
+	d.say("     %s kubectl regionsync --context management diff -f %s   (a change of Distribution %s/%s, previewed)",
+		kc, filepath.Join(d.dir, ChangeFile), FleetNamespace, DistributionName)
 }
 
 // serve keeps the fleet up until ctx is cancelled or a process exits; SIGUSR1 prints the traces

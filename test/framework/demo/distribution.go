@@ -137,6 +137,9 @@ func (d *demoRun) distribute() error {
 	if err != nil {
 		return fmt.Errorf("the Distribution %s/%s is not current in every region within 90 s: status %+v", FleetNamespace, DistributionName, dist.Status)
 	}
+	if err := d.writeChange(dist); err != nil {
+		return err
+	}
 	d.say("  kubectl get distributions -n %s", FleetNamespace)
 	d.say("  NAME         REGIONS   CURRENT   READY")
 	d.say("  %-12s %-9d %-9d %d", dist.Name, dist.Status.Counts.Selected, dist.Status.Counts.Current, dist.Status.Counts.Ready)
@@ -150,6 +153,26 @@ func (d *demoRun) distribute() error {
 			r.Region, r.State, r.Name, r.Generation, r.Current, orDash(r.Health), replicas)
 	}
 	return nil
+}
+
+// ChangeFile is the file, in the demo's directory, holding a change of the demo's Distribution
+// to preview with kubectl regionsync diff (4 replicas, rolled out region by region).
+const ChangeFile = "storefront-change.yaml"
+
+// writeChange writes ChangeFile: dist with 4 replicas in its template and a Progressive strategy.
+func (d *demoRun) writeChange(dist *regionsyncv1alpha1.Distribution) error {
+	change := &regionsyncv1alpha1.Distribution{
+		TypeMeta:   metav1.TypeMeta{APIVersion: regionsyncv1alpha1.GroupVersion.String(), Kind: "Distribution"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: dist.Namespace, Name: dist.Name},
+		Spec:       *dist.Spec.DeepCopy(),
+	}
+	change.Spec.Template.Raw = []byte(strings.Replace(string(change.Spec.Template.Raw), `"replicas":2`, `"replicas":4`, 1))
+	change.Spec.Strategy = regionsyncv1alpha1.RolloutStrategy{Type: regionsyncv1alpha1.RolloutProgressive}
+	raw, err := yaml.Marshal(change)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(d.dir, ChangeFile), raw, 0o600)
 }
 
 func orDash(s string) string {
