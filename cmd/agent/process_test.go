@@ -38,14 +38,21 @@ import (
 // servers: leader election among replicas, the shard claim between fleets, the Region status and
 // management outages.
 
-func freeAddr(t *testing.T) string {
+// freeAddrs returns n distinct free local addresses.
+func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Every listener stays open until all are picked: closed one by one, the kernel may hand the
+	// same port out twice (the agent's metrics and health servers then collide).
+	out := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return out
 }
 
 // proc is one agent process.
@@ -143,7 +150,8 @@ func startAgent(t *testing.T, name string, local *testenv.Cluster, cfg *config.A
 // startAgentWith writes cfg and runs the agent with the local cluster's kubeconfig localKC.
 func startAgentWith(t *testing.T, name, localKC string, cfg *config.AgentConfig) *proc {
 	t.Helper()
-	p := &proc{name: name, metrics: freeAddr(t), healthz: freeAddr(t)}
+	addrs := freeAddrs(t, 2)
+	p := &proc{name: name, metrics: addrs[0], healthz: addrs[1]}
 	c := *cfg
 	c.Telemetry.MetricsAddr, c.Telemetry.HealthAddr = p.metrics, p.healthz
 	path, err := agentconfig.WriteConfig(filepath.Join(t.TempDir(), name+".yaml"), &c)
