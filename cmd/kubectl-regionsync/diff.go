@@ -159,15 +159,20 @@ func (o *options) diff(cmd *cobra.Command, do *diffOptions) error {
 
 // readObjects decodes every document of file (- : in).
 func readObjects(file string, in io.Reader) ([]*unstructured.Unstructured, error) {
-	r := in
-	if file != "-" {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = f.Close() }()
-		r = f
+	if file == "-" {
+		return decodeObjects(file, in)
 	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return decodeObjects(file, f)
+}
+
+// decodeObjects decodes every YAML or JSON document of r (named file in errors), the items of a
+// List each an object.
+func decodeObjects(file string, r io.Reader) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(r), 4096)
 	var out []*unstructured.Unstructured
 	for i := 0; ; i++ {
@@ -182,10 +187,26 @@ func readObjects(file string, in io.Reader) ([]*unstructured.Unstructured, error
 		if len(u.Object) == 0 {
 			continue
 		}
-		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
-			return nil, fmt.Errorf("%s, document %d: apiVersion, kind and metadata.name are required", file, i+1)
+		objs := []*unstructured.Unstructured{u}
+		if u.IsList() { // kubectl get -o yaml writes a List
+			objs = nil
+			if err := u.EachListItem(func(o runtime.Object) error {
+				objs = append(objs, o.(*unstructured.Unstructured))
+				return nil
+			}); err != nil {
+				return nil, fmt.Errorf("%s, document %d: %w", file, i+1, err)
+			}
 		}
-		out = append(out, u)
+		for j, o := range objs {
+			if o.GetKind() == "" || o.GetAPIVersion() == "" || o.GetName() == "" {
+				where := fmt.Sprintf("document %d", i+1)
+				if u.IsList() {
+					where += fmt.Sprintf(", item %d", j)
+				}
+				return nil, fmt.Errorf("%s, %s: apiVersion, kind and metadata.name are required", file, where)
+			}
+		}
+		out = append(out, objs...)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s holds no object", file)

@@ -291,30 +291,12 @@ func (r *DistributionReconciler) deploy(ctx context.Context, d *regionsyncv1alph
 	if err := r.Client.List(ctx, &regions); err != nil {
 		return in, fmt.Errorf("listing Regions: %w", err)
 	}
-	gvk, specErr := SpecKind(d, r.Keys, r.AllowSecrets)
-	if specErr != nil {
-		gvk = schema.GroupVersionKind{} // a kind refused is not read either
+	sp, specErr, err := r.resolveSpec(ctx, d, regions.Items, nil)
+	if err != nil {
+		return in, err
 	}
-	if specErr == nil {
-		specErr = ValidateStrategy(d.Spec.Strategy)
-	}
-	var w writer
-	if specErr == nil {
-		w, specErr = r.writer(d)
-	}
-	var items []*Template
-	if specErr == nil {
-		if d.Spec.Source != nil {
-			if err := r.ensureSourceWatch(gvk); err != nil {
-				return in, err
-			}
-		}
-		items, in.NotApplied, specErr = r.resolve(ctx, d, gvk, w, regions.Items)
-	}
-	var selected []string
-	if specErr == nil {
-		selected, specErr = Selected(d.Spec.Placement, regions.Items)
-	}
+	gvk, w, items, selected := sp.gvk, sp.w, sp.items, sp.selected
+	in.NotApplied = sp.note
 	// The objects this Distribution has, of its kind and of the kind it placed before.
 	existing := map[schema.GroupVersionKind]map[string]*unstructured.Unstructured{}
 	for _, k := range placedKinds(d, gvk) {
@@ -414,6 +396,49 @@ func (k *keeping) keeps(gvk schema.GroupVersionKind, name, region string) bool {
 	return gvk == k.gvk && (k.names[name] || k.regions[region])
 }
 
+// specPlacing is what a Distribution's spec places: its kind, the writer acting as its
+// ServiceAccount, its items (its template, or its source objects) and the regions it selects;
+// note says the source named does not exist (yet) or the selector matches nothing.
+type specPlacing struct {
+	gvk      schema.GroupVersionKind
+	w        writer
+	items    []*Template
+	selected []string
+	note     error
+}
+
+// resolveSpec validates and resolves d's spec against regions, as deploy and PreviewDistribution
+// both do: the kind, the strategy, the writer (wrap, when set, wraps its client: a preview's
+// source overlay), the items, the selection. specErr means nothing may change (its message
+// names the field; the kind is left empty when it is the kind that is refused, so that it is
+// not read either); err, that the sources of the kind could not be watched.
+func (r *DistributionReconciler) resolveSpec(ctx context.Context, d *regionsyncv1alpha1.Distribution, regions []regionsyncv1alpha1.Region,
+	wrap func(client.Client) client.Client,
+) (sp specPlacing, specErr, err error) {
+	if sp.gvk, specErr = SpecKind(d, r.Keys, r.AllowSecrets); specErr != nil {
+		return specPlacing{}, specErr, nil
+	}
+	if specErr = ValidateStrategy(d.Spec.Strategy); specErr != nil {
+		return sp, specErr, nil
+	}
+	if sp.w, specErr = r.writer(d); specErr != nil {
+		return sp, specErr, nil
+	}
+	if wrap != nil {
+		sp.w.Client = wrap(sp.w.Client)
+	}
+	if d.Spec.Source != nil {
+		if err := r.ensureSourceWatch(sp.gvk); err != nil {
+			return sp, nil, err
+		}
+	}
+	if sp.items, sp.note, specErr = r.resolve(ctx, d, sp.gvk, sp.w, regions); specErr != nil {
+		return sp, specErr, nil
+	}
+	sp.selected, specErr = Selected(d.Spec.Placement, regions)
+	return sp, specErr, nil
+}
+
 // removeLeft removes, through the shrink guard, the objects that are not kept: of regions that
 // left the placement, of sources that are gone, and every object of another kind.
 func (r *DistributionReconciler) removeLeft(ctx context.Context, d *regionsyncv1alpha1.Distribution, w writer, in StatusInput,
@@ -434,8 +459,7 @@ func leaving(existing map[schema.GroupVersionKind]map[string]*unstructured.Unstr
 	byRegion map[string]*regionsyncv1alpha1.Region,
 ) (remove, terminating []*unstructured.Unstructured, removal Removal) {
 	for k, objs := range existing {
-		for _, name := range slices.Sorted(maps.Keys(objs)) {
-			o := objs[name]
+		for name, o := range objs {
 			region := o.GetLabels()[regionsyncv1alpha1.RegionLabel]
 			if o.GetDeletionTimestamp() == nil {
 				removal.Total++

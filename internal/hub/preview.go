@@ -215,26 +215,15 @@ func PreviewDistribution(ctx context.Context, req PreviewRequest) (*Preview, err
 	if err := req.Client.List(ctx, &regions); err != nil {
 		return nil, fmt.Errorf("listing Regions: %w", err)
 	}
-	gvk, specErr := SpecKind(d, r.Keys, r.AllowSecrets)
-	if specErr == nil {
-		specErr = ValidateStrategy(d.Spec.Strategy)
+	var wrap func(client.Client) client.Client
+	if req.Source != nil {
+		wrap = func(c client.Client) client.Client { return &sourceOverlay{Client: c, obj: req.Source} }
 	}
-	var w writer
-	if specErr == nil {
-		w, specErr = r.writer(d)
+	sp, specErr, err := r.resolveSpec(ctx, d, regions.Items, wrap)
+	if err != nil {
+		return nil, err
 	}
-	var items []*Template
-	var note error
-	if specErr == nil {
-		if req.Source != nil {
-			w.Client = &sourceOverlay{Client: w.Client, obj: req.Source}
-		}
-		items, note, specErr = r.resolve(ctx, d, gvk, w, regions.Items)
-	}
-	var selected []string
-	if specErr == nil {
-		selected, specErr = Selected(d.Spec.Placement, regions.Items)
-	}
+	gvk, w, items, selected, note := sp.gvk, sp.w, sp.items, sp.selected, sp.note
 	var content RevisionContent
 	if specErr == nil {
 		content, specErr = contentOf(d, items)
@@ -443,6 +432,7 @@ func (r *DistributionReconciler) previewRemovals(ctx context.Context, d *regions
 	if len(remove) == 0 {
 		return nil
 	}
+	slices.SortFunc(remove, func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 	var all regionsyncv1alpha1.DistributionList
 	if err := r.Client.List(ctx, &all); err != nil {
 		return fmt.Errorf("listing Distributions (the kinds they place): %w", err)

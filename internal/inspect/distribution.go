@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -243,7 +244,7 @@ func (j *distJudge) judge(region string, selected bool, en regionsyncv1alpha1.Di
 	}
 	switch {
 	case d.DeletionTimestamp != nil:
-		return set(DistVerdictDeleting, "the Distribution is being deleted (deletionPolicy %s)%s", orDefault(string(d.Spec.DeletionPolicy), "Delete"), entryText(en, listed))
+		return set(DistVerdictDeleting, "the Distribution is being deleted (deletionPolicy %s)%s", cmp.Or(string(d.Spec.DeletionPolicy), "Delete"), entryText(en, listed))
 	case meta.FindStatusCondition(d.Status.Conditions, regionsyncv1alpha1.DistributionApplied) == nil && j.invalid == "":
 		return set(DistVerdictNotReconciled, "the hub has not reported on this Distribution yet: is it running? (kubectl -n regionsync-system get deployment regionsync-hub)")
 	case j.invalid != "":
@@ -283,7 +284,7 @@ func (j *distJudge) judge(region string, selected bool, en regionsyncv1alpha1.Di
 	case !en.Current:
 		return set(DistVerdictNotCurrent, "%s generation %d is placed; the region's agent has not copied it yet (explain the object with --region-context to see why)", en.Name, en.Generation)
 	case en.Health != "Current":
-		return set(DistVerdictNotHealthy, "%s is current; its health is %s%s", en.Name, orDefault(en.Health, "Unknown"), messageText(en.Message))
+		return set(DistVerdictNotHealthy, "%s is current; its health is %s%s", en.Name, cmp.Or(en.Health, "Unknown"), messageText(en.Message))
 	}
 	return set(DistVerdictPlaced, "%s is current and healthy", en.Name)
 }
@@ -301,20 +302,20 @@ func (j *distJudge) rolloutVerdict(region string, v RegionVerdict, en regionsync
 		case slices.Contains(h.Regions, region):
 			what := "halted"
 			if h.RolledBack {
-				what = "halted and rolled back to " + orDefault(rollout.CurrentRevision, "the previous revision")
+				what = "halted and rolled back to " + cmp.Or(rollout.CurrentRevision, "the previous revision")
 			}
 			return verdict(DistVerdictHalted, "the rollout of revision %s %s on this region since %s: %s: %s", h.Revision, what, h.Since.UTC().Format(time.RFC3339), h.Reason, h.Message)
 		case v.Revision != h.Revision && v.Revision != rollout.UpdateRevision:
-			return verdict(DistVerdictHalted, "keeps revision %s: the rollout of revision %s halted (%s, on %s) before reaching it", orDefault(v.Revision, "none"), h.Revision, h.Reason, strings.Join(h.Regions, ", "))
+			return verdict(DistVerdictHalted, "keeps revision %s: the rollout of revision %s halted (%s, on %s) before reaching it", cmp.Or(v.Revision, "none"), h.Revision, h.Reason, strings.Join(h.Regions, ", "))
 		}
 	}
 	if rollout != nil && rollout.UpdateRevision != "" && v.Revision != rollout.UpdateRevision {
 		if d.Spec.Paused {
-			return verdict(DistVerdictPaused, "spec.paused holds the rollout of revision %s before this region (it keeps %s)", rollout.UpdateRevision, orDefault(v.Revision, "nothing"))
+			return verdict(DistVerdictPaused, "spec.paused holds the rollout of revision %s before this region (it keeps %s)", rollout.UpdateRevision, cmp.Or(v.Revision, "nothing"))
 		}
-		if listed && en.State == regionsyncv1alpha1.PlacementPending || len(j.waves) > 0 {
+		if (listed && en.State == regionsyncv1alpha1.PlacementPending) || len(j.waves) > 0 {
 			return verdict(DistVerdictWaitingForWave, "waits for its wave (%d of %d, %s) to get revision %s; the rollout is in wave %d (%s)%s",
-				v.Wave, len(j.waves), orDefault(v.WaveName, "-"), rollout.UpdateRevision, rollout.Wave, orDefault(rollout.WaveName, "-"), keepsText(v.Revision))
+				v.Wave, len(j.waves), cmp.Or(v.WaveName, "-"), rollout.UpdateRevision, rollout.Wave, cmp.Or(rollout.WaveName, "-"), keepsText(v.Revision))
 		}
 	}
 	return "", ""
@@ -386,7 +387,7 @@ func distributionSummary(d *regionsyncv1alpha1.Distribution, selected int, inval
 		case r.Halt != nil:
 			s += fmt.Sprintf("; the rollout of revision %s halted (%s)", r.Halt.Revision, r.Halt.Reason)
 		case r.Wave > 0:
-			s += fmt.Sprintf("; rolling out revision %s: wave %d of %d (%s), %d updated, %d healthy", r.UpdateRevision, r.Wave, r.Waves, orDefault(r.WaveName, "-"), r.Updated, r.Healthy)
+			s += fmt.Sprintf("; rolling out revision %s: wave %d of %d (%s), %d updated, %d healthy", r.UpdateRevision, r.Wave, r.Waves, cmp.Or(r.WaveName, "-"), r.Updated, r.Healthy)
 		case r.UpdateRevision != "":
 			s += "; revision " + r.UpdateRevision
 		}
@@ -416,13 +417,6 @@ func keepsText(rev string) string {
 		return "; nothing is placed there yet"
 	}
 	return "; it keeps " + rev
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // WriteDistributionExplanation writes a DistributionExplanation as kubectl regionsync explain

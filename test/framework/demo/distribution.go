@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -166,13 +167,24 @@ func (d *demoRun) writeChange(dist *regionsyncv1alpha1.Distribution) error {
 		ObjectMeta: metav1.ObjectMeta{Namespace: dist.Namespace, Name: dist.Name},
 		Spec:       *dist.Spec.DeepCopy(),
 	}
-	change.Spec.Template.Raw = []byte(strings.Replace(string(change.Spec.Template.Raw), `"replicas":2`, `"replicas":4`, 1))
-	change.Spec.Strategy = regionsyncv1alpha1.RolloutStrategy{Type: regionsyncv1alpha1.RolloutProgressive}
-	raw, err := yaml.Marshal(change)
+	template := map[string]any{}
+	if err := json.Unmarshal(change.Spec.Template.Raw, &template); err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(template, int64(4), "spec", "replicas"); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(template)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(d.dir, ChangeFile), raw, 0o600)
+	change.Spec.Template.Raw = raw
+	change.Spec.Strategy = regionsyncv1alpha1.RolloutStrategy{Type: regionsyncv1alpha1.RolloutProgressive}
+	out, err := yaml.Marshal(change)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(d.dir, ChangeFile), out, 0o600)
 }
 
 func orDash(s string) string {
